@@ -1,0 +1,59 @@
+"""Translation of spec types and values into C++ spellings."""
+
+from __future__ import annotations
+
+from ..schema import Argument, Type
+
+_SCALAR_TYPES = {"int": "int64_t", "SymInt": "c10::SymInt", "float": "double", "bool": "bool", "str": "c10::string_view", "Scalar": "at::Scalar"}
+_LIST_TYPES = {"int": "at::IntArrayRef", "SymInt": "c10::SymIntArrayRef", "float": "at::ArrayRef<double>", "bool": "at::ArrayRef<bool>", "Tensor": "at::TensorList"}
+
+
+def argument_type(t: Type) -> str:
+    """The C++ parameter type the dispatcher hands a kernel for schema type ``t``."""
+    if t.base == "Tensor" and not t.is_list:
+        return "const std::optional<at::Tensor>&" if t.optional else "const at::Tensor&"
+    if t.is_list:
+        inner = _LIST_TYPES[t.base]
+        return f"at::OptionalArrayRef<{inner.removeprefix('at::ArrayRef<').removesuffix('>')}>" if t.optional and t.base != "Tensor" else inner
+    inner = _SCALAR_TYPES[t.base]
+    if t.base == "Scalar":
+        return "const std::optional<at::Scalar>&" if t.optional else "const at::Scalar&"
+    return f"std::optional<{inner}>" if t.optional else inner
+
+
+def parameters(args: tuple[Argument, ...]) -> str:
+    return ", ".join(f"{argument_type(a.type)} {a.name}" for a in args)
+
+
+def names(args: tuple[Argument, ...]) -> str:
+    return ", ".join(a.name for a in args)
+
+
+def string_literal(text: str) -> str:
+    """A C++ string literal holding exactly ``text`` (printable ASCII kept, the rest escaped)."""
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif ch == "?":
+            out.append("\\?")  # no trigraphs, whatever the standard
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            for b in ch.encode("utf-8"):
+                out.append(f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
+def comment(text: str) -> str:
+    """``text`` made safe for a ``//`` comment: one line, no trailing backslash."""
+    line = " ".join(text.split())
+    line = "".join(c if " " <= c <= "~" or ord(c) > 127 else " " for c in line)
+    while line.endswith("\\"):
+        line = line[:-1] + "(backslash)"
+    return line
+
+
+def float_literal(value: float | int) -> str:
+    r = repr(float(value))
+    return r if ("e" in r or "." in r) else r + ".0"

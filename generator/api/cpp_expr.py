@@ -1,0 +1,199 @@
+"""Spec expressions printed as C++.
+
+Kernel expressions become the body of a generic lambda that is instantiated twice: for
+scalars in ``opmath_t`` and for ``at::vec::Vectorized<opmath_t>``. Sub-expressions that do
+not depend on tensor elements (attributes, literals, conditions on attributes) are hoisted
+out of the loop: numbers become extra lambda parameters (so the vector instantiation sees
+them broadcast), conditions become captured ``bool``s used in a ternary, so only the chosen
+branch runs per element.
+
+Checks and explicit shapes are printed over ``c10::SymInt`` so that Meta kernels work
+with symbolic shapes under ``torch.compile``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .. import expr as E
+from .cpp import float_literal, string_literal
+
+
+@dataclass
+class KernelCode:
+    params: list[str]  # tensor-element parameters, in iterator input order
+    body: str  # C++ expression over params, hoisted numbers (_u<i>) and conditions (_c<i>)
+    hoisted_numbers: list[str] = field(default_factory=list)  # C++ (double) expressions for _u<i>
+    hoisted_conditions: list[str] = field(default_factory=list)  # C++ bool expressions for _c<i>
+
+
+class _KernelPrinter:
+    def __init__(self, scope: E.Scope, tensor_params: list[str]) -> None:
+        self.scope = scope
+        self.params = tensor_params
+        self.numbers: list[str] = []
+        self.conditions: list[str] = []
+
+    def is_uniform(self, e: E.Expr) -> bool:
+        return not any(isinstance(n, E.Name) and self.scope.names.get(n.id) == E.TENSOR for n in E.walk(e))
+
+    def element(self, e: E.Expr) -> str:
+        kind = E.typecheck(e, self.scope)
+        if self.is_uniform(e):
+            if isinstance(e, E.Num):
+                return f"_t({float_literal(e.value)})"
+            if kind == E.BOOL:
+                return self.hoist(self.conditions, uniform(e, self.scope), "_c")
+            return self.hoist(self.numbers, uniform(e, self.scope), "_u")
+        if isinstance(e, E.Name):
+            return e.id
+        if isinstance(e, E.Unary):
+            return f"opgen::neg({self.element(e.operand)})"
+        if isinstance(e, E.Binary):
+            if e.op == "**":
+                return self.power(e)
+            return f"({self.element(e.lhs)} {e.op} {self.element(e.rhs)})"
+        if isinstance(e, E.Compare):
+            return f"({self.element(e.lhs)} {e.op} {self.element(e.rhs)})"
+        if isinstance(e, E.Call):
+            if e.fn == "where" and E.typecheck(e.args[0], self.scope) == E.BOOL:
+                c, a, b = (self.element(x) for x in e.args)
+                return f"({c} ? {a} : {b})"
+            return f"opgen::{e.fn}({', '.join(self.element(a) for a in e.args)})"
+        raise TypeError(f"not an element expression: {e!r}")
+
+    def power(self, e: E.Binary) -> str:
+        if isinstance(e.rhs, E.Num) and e.rhs.value in (1, 2, 3, 0.5, -1):
+            base = self.element(e.lhs)
+            return {1: base, 2: f"({base} * {base})", 3: f"({base} * {base} * {base})",
+                    0.5: f"opgen::sqrt({base})", -1: f"(_t(1.0) / {base})"}[e.rhs.value]
+        return f"opgen::pow({self.element(e.lhs)}, {self.element(e.rhs)})"
+
+    @staticmethod
+    def hoist(table: list[str], code: str, prefix: str) -> str:
+        if code not in table:
+            table.append(code)
+        return f"{prefix}{table.index(code)}"
+
+
+def kernel_code(e: E.Expr, scope: E.Scope, tensor_params: list[str]) -> KernelCode:
+    p = _KernelPrinter(scope, tensor_params)
+    body = p.element(e)
+    return KernelCode(tensor_params, body, p.numbers, p.conditions)
+
+
+def uniform(e: E.Expr, scope: E.Scope) -> str:
+    """A uniform (per-call) expression over attributes, computed in double / bool."""
+    if isinstance(e, E.Num):
+        return float_literal(e.value)
+    if isinstance(e, E.Str):
+        return string_literal(e.value)
+    if isinstance(e, E.Name):
+        if e.id in ("True", "False"):
+            return e.id.lower()
+        kind = scope.names[e.id]
+        if kind == E.INT:
+            return f"static_cast<double>({e.id})"
+        if kind == E.STR:
+            return f"c10::string_view({e.id})"
+        return e.id
+    if isinstance(e, E.Unary):
+        return f"(!{uniform(e.operand, scope)})" if e.op == "not" else f"(-{uniform(e.operand, scope)})"
+    if isinstance(e, E.Binary):
+        if e.op == "**":
+            return f"std::pow({uniform(e.lhs, scope)}, {uniform(e.rhs, scope)})"
+        return f"({uniform(e.lhs, scope)} {e.op} {uniform(e.rhs, scope)})"
+    if isinstance(e, E.Compare):
+        return f"({uniform(e.lhs, scope)} {e.op} {uniform(e.rhs, scope)})"
+    if isinstance(e, E.BoolOp):
+        op = " && " if e.op == "and" else " || "
+        return "(" + op.join(uniform(v, scope) for v in e.values) + ")"
+    if isinstance(e, E.In):
+        lhs = uniform(e.operand, scope)
+        return "(" + " || ".join(f"{lhs} == {uniform(o, scope)}" for o in e.options) + ")"
+    if isinstance(e, E.Call):
+        if e.fn == "where":
+            c, a, b = (uniform(x, scope) for x in e.args)
+            return f"({c} ? {a} : {b})"
+        return f"opgen::{e.fn}({', '.join(uniform(a, scope) for a in e.args)})"
+    raise TypeError(f"not a uniform expression: {e!r}")
+
+
+def symbolic(e: E.Expr, scope: E.Scope) -> str:
+    """A check or size expression. Sizes are ``c10::SymInt``; conditions over them ``c10::SymBool``."""
+    kind = E.typecheck(e, scope)
+    if not _has_sizes(e):
+        return uniform(e, scope) if kind != E.INT else _int_uniform(e, scope)
+    if isinstance(e, E.Method):
+        obj = e.obj.id
+        if e.method == "dim":
+            return f"c10::SymInt({obj}.dim())"
+        if e.method == "numel":
+            return f"{obj}.sym_numel()"
+        return f"{obj}.sym_size({_int_uniform(e.args[0], scope)})"
+    if isinstance(e, E.Unary):
+        if e.op == "not":
+            return f"(~{_as_symbool(e.operand, scope)})"
+        return f"(-{symbolic(e.operand, scope)})"
+    if isinstance(e, E.Binary):
+        if e.op == "//":
+            return f"({symbolic(e.lhs, scope)} / {symbolic(e.rhs, scope)})"
+        if e.op == "/":
+            raise TypeError("true division of sizes")
+        if e.op == "**":
+            raise TypeError("power of sizes")
+        return f"({_as_symint(e.lhs, scope)} {e.op} {_as_symint(e.rhs, scope)})"
+    if isinstance(e, E.Compare):
+        lk = E.typecheck(e.lhs, scope)
+        rk = E.typecheck(e.rhs, scope)
+        if E.NUM in (lk, rk):  # a size against a float attribute: compare as double
+            return f"c10::SymBool({_as_double(e.lhs, scope)} {e.op} {_as_double(e.rhs, scope)})"
+        ops = {"<": "sym_lt", "<=": "sym_le", ">": "sym_gt", ">=": "sym_ge", "==": "sym_eq", "!=": "sym_ne"}
+        return f"{_as_symint(e.lhs, scope)}.{ops[e.op]}({_as_symint(e.rhs, scope)})"
+    if isinstance(e, E.BoolOp):
+        op = " & " if e.op == "and" else " | "
+        return "(" + op.join(_as_symbool(v, scope) for v in e.values) + ")"
+    if isinstance(e, E.In):
+        lhs = _as_symint(e.operand, scope)
+        return "(" + " | ".join(f"{lhs}.sym_eq(c10::SymInt({o.value}))" for o in e.options) + ")"
+    if isinstance(e, E.Call):
+        raise TypeError(f"function {e.fn} over sizes")
+    raise TypeError(f"unsupported check expression {e!r}")
+
+
+def _has_sizes(e: E.Expr) -> bool:
+    return any(isinstance(n, E.Method) for n in E.walk(e))
+
+
+def _int_uniform(e: E.Expr, scope: E.Scope) -> str:
+    """An integer expression without sizes, in int64_t."""
+    if isinstance(e, E.Num):
+        return f"int64_t{{{int(e.value)}}}"
+    if isinstance(e, E.Name):
+        return e.id
+    if isinstance(e, E.Unary):
+        return f"(-{_int_uniform(e.operand, scope)})"
+    if isinstance(e, E.Binary):
+        op = "/" if e.op == "//" else e.op
+        if op == "/" and e.op == "//":
+            return f"c10::div_floor_integer({_int_uniform(e.lhs, scope)}, {_int_uniform(e.rhs, scope)})"
+        return f"({_int_uniform(e.lhs, scope)} {op} {_int_uniform(e.rhs, scope)})"
+    if isinstance(e, E.Method):
+        return f"{e.obj.id}.dim()"
+    raise TypeError(f"unsupported integer expression {e!r}")
+
+
+def _as_symint(e: E.Expr, scope: E.Scope) -> str:
+    s = symbolic(e, scope)
+    return s if _has_sizes(e) else f"c10::SymInt({s})"
+
+
+def _as_symbool(e: E.Expr, scope: E.Scope) -> str:
+    s = symbolic(e, scope)
+    return s if _has_sizes(e) else f"c10::SymBool({s})"
+
+
+def _as_double(e: E.Expr, scope: E.Scope) -> str:
+    if _has_sizes(e):
+        return f"static_cast<double>(({symbolic(e, scope)}).guard_int(__FILE__, __LINE__))"
+    return f"static_cast<double>({uniform(e, scope)})"

@@ -1,0 +1,87 @@
+"""Translation of spec types, defaults and expressions into Python."""
+
+from __future__ import annotations
+
+from .. import expr as E
+from ..functions import FUNCTIONS
+from ..schema import Argument, Type, format_default
+
+_SCALAR = {"int": "int", "SymInt": "int", "float": "float", "bool": "bool", "str": "str", "Scalar": "Union[int, float, bool]", "Tensor": "Tensor"}
+
+
+def annotation(t: Type) -> str:
+    inner = _SCALAR[t.base]
+    if t.is_list:
+        inner = f"Sequence[{inner}]"
+    return f"Optional[{inner}]" if t.optional else inner
+
+
+def default(a: Argument) -> str:
+    v = a.default
+    if isinstance(v, tuple):
+        return "(" + "".join(format_default(x) + ", " for x in v) + ")"
+    return format_default(v)
+
+
+def parameters(args: tuple[Argument, ...]) -> str:
+    parts: list[str] = []
+    star = False
+    for a in args:
+        if a.kwarg_only and not star:
+            parts.append("*")
+            star = True
+        s = f"{a.name}: {annotation(a.type)}"
+        if a.has_default:
+            s += f" = {default(a)}"
+        parts.append(s)
+    return ", ".join(parts)
+
+
+def call_arguments(args: tuple[Argument, ...]) -> str:
+    return ", ".join(a.name if not a.kwarg_only else f"{a.name}={a.name}" for a in args)
+
+
+def docstring(text: str) -> str:
+    """A triple-quoted Python literal holding ``text``."""
+    body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    if body.endswith('"'):
+        body = body[:-1] + '\\"'
+    return '"""' + body + '"""'
+
+
+def reference(e: E.Expr, scope: E.Scope) -> str:
+    """The kernel expression as torch code over float64 tensors (tests' oracle)."""
+    return _Reference(scope).print(e)
+
+
+class _Reference:
+    def __init__(self, scope: E.Scope) -> None:
+        self.scope = scope
+
+    def uniform(self, e: E.Expr) -> bool:
+        return not any(isinstance(n, E.Name) and self.scope.names.get(n.id) == E.TENSOR for n in E.walk(e))
+
+    def print(self, e: E.Expr) -> str:
+        if isinstance(e, E.Num):
+            return repr(float(e.value))
+        if isinstance(e, E.Str):
+            return repr(e.value)
+        if isinstance(e, E.Name):
+            return e.id
+        if isinstance(e, E.Unary):
+            return f"(not {self.print(e.operand)})" if e.op == "not" else f"(-{self.print(e.operand)})"
+        if isinstance(e, (E.Binary, E.Compare)):
+            return f"({self.print(e.lhs)} {e.op} {self.print(e.rhs)})"
+        if isinstance(e, E.BoolOp):
+            return "(" + f" {e.op} ".join(self.print(v) for v in e.values) + ")"
+        if isinstance(e, E.In):
+            return f"({self.print(e.operand)} in ({', '.join(self.print(o) for o in e.options)},))"
+        if isinstance(e, E.Call):
+            args = [self.print(a) for a in e.args]
+            if e.fn == "where" and E.typecheck(e.args[0], self.scope) == E.BOOL:
+                return f"({args[1]} if {args[0]} else {args[2]})"
+            if self.uniform(e):
+                return f"float({FUNCTIONS[e.fn].torch.format(*(f'_t({a})' for a in args))})"
+            args = [a if not self.uniform(x) else f"_t({a})" for a, x in zip(args, e.args)]
+            return FUNCTIONS[e.fn].torch.format(*args)
+        raise TypeError(e)

@@ -1,0 +1,145 @@
+"""The ``opgen`` command line. Exit codes: 0 ok, 1 check found differences or tests failed,
+2 bad spec or usage. User errors print ``path:line:col: message``, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .config import ProjectConfig, load_config
+from .errors import OpgenError, SpecErrors
+
+EXIT_OK, EXIT_DIFF, EXIT_USAGE = 0, 1, 2
+
+
+def _load(config: ProjectConfig):
+    from .generate import generate_files
+    from .library import load_library
+
+    lib = load_library(config)
+    return lib, generate_files(lib)
+
+
+def cmd_generate(args, config: ProjectConfig) -> int:
+    from .writer import write_tree
+
+    lib, files = _load(config)
+    changes = write_tree(config.output_dir, files)
+    for label, paths in (("wrote", changes.added + changes.changed), ("removed", changes.removed)):
+        for p in sorted(paths):
+            print(f"{label} {config.output}/{p}")
+    print(f"opgen: {len(lib.ops)} ops, {len(changes.added) + len(changes.changed)} files written, "
+          f"{len(changes.removed)} removed, {len(files) - len(changes.added) - len(changes.changed)} unchanged")
+    return EXIT_OK
+
+
+def cmd_check(args, config: ProjectConfig) -> int:
+    from .writer import diff
+
+    _, files = _load(config)
+    changes, text = diff(config.output_dir, files, config.output)
+    if not changes:
+        print(f"opgen check: {config.output}/ is up to date ({len(files)} files)")
+        return EXIT_OK
+    sys.stdout.write(text)
+    for label, paths in (("missing", changes.added), ("stale", changes.changed), ("leftover", changes.removed)):
+        for p in paths:
+            print(f"opgen check: {label}: {config.output}/{p}", file=sys.stderr)
+    print(f"opgen check: {config.output}/ is out of date; run `opgen generate`", file=sys.stderr)
+    return EXIT_DIFF
+
+
+def cmd_build(args, config: ProjectConfig) -> int:
+    from .build import build
+
+    start = time.perf_counter()
+    result = build(config, jobs=args.jobs, verbose=args.verbose, debug=args.debug, sanitize=args.sanitize)
+    status = "built" if result.ran else "up to date"
+    print(f"opgen build: {result.library.relative_to(config.root)} {status} in {time.perf_counter() - start:.1f} s")
+    return EXIT_OK
+
+
+def cmd_test(args, config: ProjectConfig) -> int:
+    tests = [str(config.root / "tests")] if (config.root / "tests").is_dir() else []
+    if not tests:
+        raise OpgenError(f"{config.root}/tests not found: nothing to run")
+    env = dict(os.environ, OPGEN_PROJECT=str(config.root))
+    proc = subprocess.run([sys.executable, "-m", "pytest", *tests, *args.pytest_args], cwd=config.root, env=env)
+    return EXIT_OK if proc.returncode == 0 else EXIT_DIFF
+
+
+def cmd_list(args, config: ProjectConfig) -> int:
+    from .library import load_library
+
+    for op in load_library(config).ops:
+        print(f"{config.namespace}.{op.schema}")
+    return EXIT_OK
+
+
+def cmd_new(args, config: ProjectConfig) -> int:
+    from .scaffold import new_spec
+
+    path = new_spec(config, args.name)
+    print(f"wrote {path.relative_to(config.root)}; edit it, then run `opgen generate`")
+    return EXIT_OK
+
+
+def cmd_init(args) -> int:
+    from .scaffold import init_project
+
+    root = init_project(Path(args.dir), args.namespace)
+    print(f"created an opgen project in {root}; next: opgen --project {args.dir} generate && opgen --project {args.dir} build")
+    return EXIT_OK
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="opgen", description="Generate PyTorch operators from YAML specs.")
+    p.add_argument("--project", metavar="DIR", default=".", help="project folder holding pyproject.toml (default: .)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("generate", help="write generated/ from specs/ (only changed files)")
+    sub.add_parser("check", help="exit 1 with a diff when generated/ is stale")
+    b = sub.add_parser("build", help="compile the extension with ninja (incremental)")
+    b.add_argument("-j", "--jobs", type=int, default=None)
+    b.add_argument("-v", "--verbose", action="store_true")
+    b.add_argument("--debug", action="store_true", help="-O0 -g")
+    b.add_argument("--sanitize", metavar="LIST", default=None, help="e.g. address,undefined")
+    t = sub.add_parser("test", help="run the project's tests (arguments after -- go to pytest)")
+    t.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    sub.add_parser("list", help="list the ops and their schemas")
+    n = sub.add_parser("new", help="write a commented spec to start from")
+    n.add_argument("name")
+    i = sub.add_parser("init", help="create a new opgen project")
+    i.add_argument("dir")
+    i.add_argument("--namespace", default=None, help="op namespace (default: from the folder name)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "init":
+            return cmd_init(args)
+        config = load_config(args.project)
+        handler = {"generate": cmd_generate, "check": cmd_check, "build": cmd_build, "test": cmd_test,
+                   "list": cmd_list, "new": cmd_new}[args.command]
+        return handler(args, config)
+    except SpecErrors as e:
+        for err in e.errors:
+            print(f"{err.location}: error: {err.message}", file=sys.stderr)
+        n = len(e.errors)
+        print(f"opgen: {n} error{'s' if n > 1 else ''}; nothing was written", file=sys.stderr)
+        return EXIT_USAGE
+    except OpgenError as e:
+        print(f"opgen: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("opgen: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

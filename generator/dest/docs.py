@@ -1,0 +1,42 @@
+"""docs/: one Markdown reference page per op and an index."""
+
+from __future__ import annotations
+
+from .. import expr as E
+from ..library import Library
+from ..model import OpSpec
+from ..render import render
+from .files import GeneratedFile
+from .op_context import dtype_names
+
+
+def _gradient(op: OpSpec) -> str:
+    if op.gradient is None:
+        return "none (not differentiable)"
+    if op.gradient.auto:
+        return "derived from the kernel (auto)"
+    return "; ".join(f"{n}: {E.unparse(f)}" for n, f in op.gradient.formulas)
+
+
+def _example(op: OpSpec, ns: str) -> str:
+    lines = ["import torch", ""]
+    args = []
+    for a in op.tensor_inputs:
+        lines.append(f"{a.name} = torch.randn(4, 8)")
+        args.append(a.name)
+    for a in op.attributes:
+        if not a.has_default:
+            value = {"float": "1.0", "int": "1", "bool": "True", "str": "''", "Scalar": "1.0"}.get(a.type.base, "None")
+            args.append(f"{a.name}={value}" if a.kwarg_only else value)
+    lines.append(f"y = {ns}.{op.name}({', '.join(args)})")
+    return "\n".join(lines)
+
+
+def emit_op(op: OpSpec, lib: Library) -> GeneratedFile:
+    text = render("docs/op.md.j2", op=op, ns=lib.namespace, dtype_names=dtype_names(op),
+                  gradient=_gradient(op), example=_example(op, lib.namespace))
+    return GeneratedFile(f"docs/{op.name}.md", text, op.path)
+
+
+def emit_index(lib: Library) -> GeneratedFile:
+    return GeneratedFile("docs/index.md", render("docs/index.md.j2", ns=lib.namespace, ops=lib.ops))

@@ -1,0 +1,70 @@
+"""Per-op values shared by the C++ emitters (names, parameters, validation code)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import expr as E
+from ..api import cpp, cpp_expr
+from ..model import OpSpec, attribute_kind
+from ..schema import Argument
+
+
+@dataclass(frozen=True)
+class KernelAttr:
+    name: str
+    cpp_type: str
+
+
+def kernel_scope(op: OpSpec) -> E.Scope:
+    names = {a.name: E.TENSOR for a in op.tensor_inputs}
+    names.update({a.name: attribute_kind(a) for a in op.attributes})
+    return E.Scope(names, True, "kernel expression")
+
+
+def check_scope(op: OpSpec) -> E.Scope:
+    s = kernel_scope(op)
+    return E.Scope(s.names, False, "check")
+
+
+def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
+    out = []
+    for a in op.attributes:
+        if a.name in used:
+            t = cpp.argument_type(a.type)
+            out.append(KernelAttr(a.name, "double" if a.type.base == "Scalar" else t))
+    return out
+
+
+def qualified_name(namespace: str, op: OpSpec) -> str:
+    return f"{namespace}.{op.name}"
+
+
+def dtype_names(op: OpSpec) -> str:
+    return ", ".join(d.name for d in op.dtypes)
+
+
+def call_args(args: tuple[Argument, ...]) -> str:
+    return ", ".join(a.name if a.type.base != "Scalar" else f"{a.name}.toDouble()" for a in args)
+
+
+@dataclass(frozen=True)
+class CheckCode:
+    macro: str
+    code: str
+    text: str
+    values: str  # C++ string fragment that prints the attribute values involved
+
+
+def checks(op: OpSpec) -> list[CheckCode]:
+    scope = check_scope(op)
+    out = []
+    for c in op.checks:
+        symbolic = any(isinstance(n, E.Method) for n in E.walk(c.expr))
+        code = cpp_expr.symbolic(c.expr, scope)
+        attrs = [n for n in sorted(E.names_in(c.expr)) if scope.names.get(n) not in (E.TENSOR, None, "unusable")]
+        values = ""
+        if attrs:
+            values = " (got " + ", ".join(f'{a}=", {a}, "' for a in attrs) + ")"
+        out.append(CheckCode("TORCH_SYM_CHECK" if symbolic else "TORCH_CHECK_VALUE", code, c.text, values))
+    return out

@@ -1,0 +1,391 @@
+"""The expression language of specs: an IR parsed from Python syntax through a whitelist.
+
+Spec text never reaches generated code directly: it is parsed here into frozen
+dataclasses, type-checked against the op's arguments, and printed back by each backend.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from typing import Union
+
+from .errors import did_you_mean
+from .functions import FUNCTIONS, METHODS
+
+MAX_EXPR_CHARS = 4096
+MAX_EXPR_DEPTH = 64
+
+
+class ExprError(Exception):
+    def __init__(self, col: int, message: str) -> None:
+        super().__init__(message)
+        self.col = col  # 0-based offset inside the expression text
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Num:
+    value: Union[int, float]
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Str:
+    value: str
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Name:
+    id: str
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Unary:
+    op: str  # '-', 'not'
+    operand: "Expr"
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Binary:
+    op: str  # '+', '-', '*', '/', '//', '**'
+    lhs: "Expr"
+    rhs: "Expr"
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Compare:
+    op: str  # '<', '<=', '>', '>=', '==', '!='
+    lhs: "Expr"
+    rhs: "Expr"
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class BoolOp:
+    op: str  # 'and', 'or'
+    values: tuple["Expr", ...]
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class In:
+    operand: "Expr"
+    options: tuple["Expr", ...]
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Call:
+    fn: str
+    args: tuple["Expr", ...]
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
+class Method:
+    obj: Name
+    method: str  # 'size', 'dim', 'numel'
+    args: tuple["Expr", ...]
+    col: int = field(default=0, compare=False)
+
+
+Expr = Union[Num, Str, Name, Unary, Binary, Compare, BoolOp, In, Call, Method]
+
+_BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Pow: "**"}
+_CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
+
+
+def parse_expr(text: str) -> Expr:
+    if not isinstance(text, str):
+        raise ExprError(0, "an expression must be a string")
+    if len(text) > MAX_EXPR_CHARS:
+        raise ExprError(0, f"expression is {len(text)} characters; the limit is {MAX_EXPR_CHARS}")
+    text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    stripped = text.lstrip()
+    lead = len(text) - len(stripped)
+    if not stripped:
+        raise ExprError(0, "empty expression")
+    try:
+        tree = ast.parse(stripped, mode="eval")
+    except SyntaxError as e:
+        col = (e.offset or 1) - 1 + lead
+        raise ExprError(col, f"invalid expression syntax: {e.msg}") from None
+    except (RecursionError, MemoryError, ValueError):
+        raise ExprError(0, "expression is too deeply nested") from None
+    return _Converter(lead).convert(tree.body, 0)
+
+
+class _Converter:
+    def __init__(self, lead: int) -> None:
+        self.lead = lead
+
+    def col(self, node: ast.AST) -> int:
+        return getattr(node, "col_offset", 0) + self.lead
+
+    def convert(self, node: ast.AST, depth: int) -> Expr:
+        if depth > MAX_EXPR_DEPTH:
+            raise ExprError(self.col(node), "expression is too deeply nested")
+        c = self.col(node)
+        sub = lambda n: self.convert(n, depth + 1)  # noqa: E731
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if isinstance(v, bool):
+                return Name("True" if v else "False", c)
+            if isinstance(v, (int, float)):
+                return Num(v, c)
+            if isinstance(v, str):
+                return Str(v, c)
+            raise ExprError(c, f"unsupported literal {v!r}")
+        if isinstance(node, ast.Name):
+            return Name(node.id, c)
+        if isinstance(node, ast.UnaryOp):
+            if isinstance(node.op, ast.USub):
+                operand = sub(node.operand)
+                if isinstance(operand, Num):
+                    return Num(-operand.value, c)
+                return Unary("-", operand, c)
+            if isinstance(node.op, ast.UAdd):
+                return sub(node.operand)
+            if isinstance(node.op, ast.Not):
+                return Unary("not", sub(node.operand), c)
+            raise ExprError(c, "unsupported unary operator; use '-' or 'not'")
+        if isinstance(node, ast.BinOp):
+            op = _BINOPS.get(type(node.op))
+            if op is None:
+                raise ExprError(c, "unsupported operator; use + - * / // **")
+            return Binary(op, sub(node.left), sub(node.right), c)
+        if isinstance(node, ast.BoolOp):
+            return BoolOp("and" if isinstance(node.op, ast.And) else "or", tuple(sub(v) for v in node.values), c)
+        if isinstance(node, ast.Compare):
+            if len(node.ops) != 1:
+                raise ExprError(c, "chained comparisons are not supported; combine them with 'and'")
+            op_node, right = node.ops[0], node.comparators[0]
+            if isinstance(op_node, ast.In):
+                if not isinstance(right, (ast.List, ast.Tuple)):
+                    raise ExprError(self.col(right), "'in' needs a list of literals, e.g. x in ['a', 'b']")
+                return In(sub(node.left), tuple(sub(e) for e in right.elts), c)
+            op = _CMPOPS.get(type(op_node))
+            if op is None:
+                raise ExprError(c, "unsupported comparison; use < <= > >= == != or in")
+            return Compare(op, sub(node.left), sub(right), c)
+        if isinstance(node, ast.Call):
+            if node.keywords:
+                raise ExprError(self.col(node.keywords[0].value), "keyword arguments are not supported in expressions")
+            args = tuple(sub(a) for a in node.args)
+            if isinstance(node.func, ast.Name):
+                return Call(node.func.id, args, c)
+            if isinstance(node.func, ast.Attribute) and isinstance(node.func.value, ast.Name):
+                obj = Name(node.func.value.id, self.col(node.func.value))
+                return Method(obj, node.func.attr, args, c)
+            raise ExprError(c, "only functions (exp(x)) and tensor methods (x.size(0)) can be called")
+        if isinstance(node, ast.Attribute):
+            raise ExprError(c, f"attribute access is not supported; did you mean to call {node.attr}()?")
+        raise ExprError(c, f"unsupported syntax ({type(node).__name__})")
+
+
+# ---- type checking -----------------------------------------------------------------------
+
+# Kinds of values in the language.
+ELEM = "element"  # a per-element tensor value (numeric)
+MASK = "mask"  # a per-element boolean
+NUM = "number"  # a uniform number (attribute, literal, size arithmetic)
+INT = "int"  # a uniform integer (int attribute, size, dim)
+BOOL = "bool"  # a uniform boolean
+STR = "str"
+TENSOR = "tensor"  # a whole tensor, only as the object of a method call
+
+NUMERIC = (ELEM, NUM, INT)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What names mean in one context (kernel, check, shape, gradient)."""
+
+    names: dict[str, str]  # name -> kind
+    elementwise: bool  # tensors stand for their elements (kernels, gradients)
+    what: str  # 'kernel expression', 'check', ...
+
+    def kind_of(self, name: Name) -> str:
+        if name.id in ("True", "False"):
+            return BOOL
+        kind = self.names.get(name.id)
+        if kind is None:
+            known = sorted(self.names)
+            hint = did_you_mean(name.id, known)
+            if not hint and name.id in FUNCTIONS:
+                hint = f"; '{name.id}' is a function: call it as {name.id}(...)"
+            raise ExprError(name.col, f"unknown name '{name.id}' in {self.what}; known names: {', '.join(known) or 'none'}{hint}")
+        return kind
+
+
+def typecheck(e: Expr, scope: Scope) -> str:
+    """Returns the kind of ``e`` or raises ExprError pointing at the offending node."""
+    if isinstance(e, Num):
+        return INT if isinstance(e.value, int) else NUM
+    if isinstance(e, Str):
+        return STR
+    if isinstance(e, Name):
+        kind = scope.kind_of(e)
+        if kind == TENSOR:
+            if scope.elementwise:
+                return ELEM
+            raise ExprError(e.col, f"tensor '{e.id}' can't be used as a value in a {scope.what}; use {e.id}.size(i), {e.id}.dim() or {e.id}.numel()")
+        return kind
+    if isinstance(e, Unary):
+        k = typecheck(e.operand, scope)
+        if e.op == "not":
+            if k != BOOL:
+                raise ExprError(e.col, "'not' needs a uniform condition (a comparison of attributes or sizes)")
+            return BOOL
+        _need_numeric(e.operand, k, "'-'")
+        return k
+    if isinstance(e, Binary):
+        lk, rk = typecheck(e.lhs, scope), typecheck(e.rhs, scope)
+        _need_numeric(e.lhs, lk, f"'{e.op}'")
+        _need_numeric(e.rhs, rk, f"'{e.op}'")
+        if e.op == "//":
+            if scope.elementwise:
+                raise ExprError(e.col, "'//' is for sizes; use floor(a / b) on tensor values")
+            if lk != INT or rk != INT:
+                raise ExprError(e.col, "'//' needs integers")
+            return INT
+        if ELEM in (lk, rk):
+            return ELEM
+        if e.op == "/" or NUM in (lk, rk):
+            return NUM
+        return INT
+    if isinstance(e, Compare):
+        lk, rk = typecheck(e.lhs, scope), typecheck(e.rhs, scope)
+        if STR in (lk, rk):
+            if lk != rk or e.op not in ("==", "!="):
+                raise ExprError(e.col, "strings can only be compared with == or != to a string")
+            return BOOL
+        _need_numeric(e.lhs, lk, f"'{e.op}'")
+        _need_numeric(e.rhs, rk, f"'{e.op}'")
+        return MASK if ELEM in (lk, rk) else BOOL
+    if isinstance(e, BoolOp):
+        for v in e.values:
+            if typecheck(v, scope) != BOOL:
+                raise ExprError(v.col, f"'{e.op}' needs uniform conditions; per-element conditions go into where(cond, a, b)")
+        return BOOL
+    if isinstance(e, In):
+        k = typecheck(e.operand, scope)
+        if k not in (STR, INT, NUM):
+            raise ExprError(e.col, "'in' tests an attribute against a list of literals")
+        for o in e.options:
+            if not isinstance(o, (Num, Str)):
+                raise ExprError(o.col, "the list after 'in' must hold literals")
+            if (k == STR) != isinstance(o, Str):
+                raise ExprError(o.col, "the list after 'in' must hold values of the attribute's type")
+        return BOOL
+    if isinstance(e, Method):
+        if e.method not in METHODS:
+            raise ExprError(e.col, f"unknown tensor method '{e.method}'; allowed: {', '.join(METHODS)}{did_you_mean(e.method, tuple(METHODS))}")
+        if scope.elementwise:
+            raise ExprError(e.col, f"tensor methods are not available in a {scope.what}")
+        if scope.kind_of(e.obj) != TENSOR:
+            raise ExprError(e.obj.col, f"'{e.obj.id}' is not a tensor")
+        if len(e.args) != METHODS[e.method]:
+            raise ExprError(e.col, f"{e.method}() takes {METHODS[e.method]} argument(s), got {len(e.args)}")
+        for a in e.args:
+            if typecheck(a, scope) != INT:
+                raise ExprError(a.col, f"the argument of {e.method}() must be an integer")
+        return INT
+    if isinstance(e, Call):
+        fn = FUNCTIONS.get(e.fn)
+        if fn is None:
+            raise ExprError(e.col, f"unknown function '{e.fn}'; allowed: {', '.join(sorted(FUNCTIONS))}{did_you_mean(e.fn, tuple(FUNCTIONS))}")
+        if len(e.args) != fn.arity:
+            raise ExprError(e.col, f"{e.fn}() takes {fn.arity} argument(s), got {len(e.args)}")
+        kinds = [typecheck(a, scope) for a in e.args]
+        if e.fn == "where":
+            if kinds[0] not in (MASK, BOOL):
+                raise ExprError(e.args[0].col, "the first argument of where() must be a condition, e.g. x > 0")
+            for a, k in zip(e.args[1:], kinds[1:]):
+                _need_numeric(a, k, "where()")
+            if kinds[0] == BOOL and ELEM not in kinds[1:]:
+                return NUM
+            return ELEM
+        for a, k in zip(e.args, kinds):
+            _need_numeric(a, k, f"{e.fn}()")
+        return ELEM if ELEM in kinds else NUM
+    raise ExprError(getattr(e, "col", 0), f"unsupported expression {e!r}")
+
+
+def _need_numeric(e: Expr, kind: str, what: str) -> None:
+    if kind not in NUMERIC:
+        raise ExprError(e.col, f"{what} needs a number here, not a {kind}")
+
+
+def walk(e: Expr):
+    yield e
+    for child in children(e):
+        yield from walk(child)
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, Unary):
+        return (e.operand,)
+    if isinstance(e, (Binary, Compare)):
+        return (e.lhs, e.rhs)
+    if isinstance(e, BoolOp):
+        return e.values
+    if isinstance(e, In):
+        return (e.operand,) + e.options
+    if isinstance(e, Call):
+        return e.args
+    if isinstance(e, Method):
+        return (e.obj,) + e.args
+    return ()
+
+
+def names_in(e: Expr) -> set[str]:
+    return {n.id for n in walk(e) if isinstance(n, Name) and n.id not in ("True", "False")}
+
+
+_PREC = {"or": 1, "and": 2, "not": 3, "cmp": 4, "+": 5, "-": 5, "*": 6, "/": 6, "//": 6, "neg": 7, "**": 8}
+
+
+def unparse(e: Expr) -> str:
+    """Canonical text of an expression; ``parse_expr(unparse(e)) == e``."""
+    return _unparse(e, 0)
+
+
+def _unparse(e: Expr, parent: int) -> str:
+    if isinstance(e, Num):
+        s = repr(e.value)
+        return f"({s})" if e.value < 0 and parent > 0 else s
+    if isinstance(e, Str):
+        return repr(e.value)
+    if isinstance(e, Name):
+        return e.id
+    if isinstance(e, Unary):
+        p = _PREC["neg" if e.op == "-" else "not"]
+        s = ("-" if e.op == "-" else "not ") + _unparse(e.operand, p)
+    elif isinstance(e, Binary):
+        p = _PREC[e.op]
+        if e.op == "**":
+            s = f"{_unparse(e.lhs, p + 1)} ** {_unparse(e.rhs, p)}"
+        else:
+            s = f"{_unparse(e.lhs, p)} {e.op} {_unparse(e.rhs, p + 1)}"
+    elif isinstance(e, Compare):
+        p = _PREC["cmp"]
+        s = f"{_unparse(e.lhs, p + 1)} {e.op} {_unparse(e.rhs, p + 1)}"
+    elif isinstance(e, BoolOp):
+        p = _PREC[e.op]
+        s = f" {e.op} ".join(_unparse(v, p + 1) for v in e.values)
+    elif isinstance(e, In):
+        p = _PREC["cmp"]
+        s = f"{_unparse(e.operand, p + 1)} in [{', '.join(_unparse(o, 0) for o in e.options)}]"
+    elif isinstance(e, Call):
+        return f"{e.fn}({', '.join(_unparse(a, 0) for a in e.args)})"
+    elif isinstance(e, Method):
+        return f"{e.obj.id}.{e.method}({', '.join(_unparse(a, 0) for a in e.args)})"
+    else:  # pragma: no cover
+        raise TypeError(e)
+    return f"({s})" if p < parent or (p == parent and p in (_PREC["cmp"],)) else s

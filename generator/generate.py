@@ -1,0 +1,35 @@
+"""Specs in, generated files out: runs every emitter over a loaded library."""
+
+from __future__ import annotations
+
+import json
+
+from .library import Library
+from .dest import docs, kernel_cpu, op_cpp, python_api, runtime
+from .dest.files import GeneratedFile
+
+MANIFEST = "opgen-manifest.json"
+
+
+def generate_files(lib: Library) -> dict[str, str]:
+    """Every generated file by path (relative to the output folder), manifest included."""
+    files: list[GeneratedFile] = []
+    files += runtime.emit(lib)
+    files += python_api.emit_package(lib)
+    files.append(docs.emit_index(lib))
+    for op in lib.ops:
+        files.append(op_cpp.emit(op, lib))
+        files.append(kernel_cpu.emit(op, lib))
+        files += python_api.emit_op(op, lib)
+        files.append(docs.emit_op(op, lib))
+    out = {f.path: f.content for f in files}
+    assert len(out) == len(files), "two emitters produced the same path"
+    manifest = {
+        "generator": "opgen",
+        "note": "Files opgen generated here; `opgen generate` replaces or deletes only these.",
+        "namespace": lib.namespace,
+        "ops": [op.name for op in lib.ops],
+        "files": sorted(out),
+    }
+    out[MANIFEST] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"
+    return dict(sorted(out.items()))

@@ -1,0 +1,49 @@
+"""A loaded op library: the project settings plus every validated spec, in name order."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from .config import ProjectConfig
+from .errors import Location, SpecError, SpecErrors
+from .model import OpSpec
+from .yaml_source import load_spec_source
+
+
+@dataclass(frozen=True)
+class Library:
+    namespace: str
+    ops: tuple[OpSpec, ...]
+    build_dir_from_python: str  # build folder relative to generated/python/<ns>/, for the loader
+
+
+def spec_files(config: ProjectConfig) -> list[Path]:
+    if not config.specs_dir.is_dir():
+        return []
+    return sorted(p for p in config.specs_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
+
+
+def load_library(config: ProjectConfig) -> Library:
+    """Parses every spec; raises SpecErrors with all errors found, each located."""
+    ops: list[OpSpec] = []
+    errors: list[SpecError] = []
+    for path in spec_files(config):
+        display = path.relative_to(config.root).as_posix()
+        try:
+            ops.append(OpSpec.parse(load_spec_source(display, path.read_bytes())))
+        except SpecError as e:
+            errors.append(e)
+    seen: dict[str, OpSpec] = {}
+    for op in ops:
+        if op.name in seen:
+            errors.append(SpecError(Location(op.path, 1, 1), f"op '{op.name}' is also defined in {seen[op.name].path}; keep one file per op"))
+        seen[op.name] = op
+    if errors:
+        raise SpecErrors(errors)
+    ops.sort(key=lambda op: op.name)
+    import os
+
+    python_dir = Path(config.output) / "python" / config.namespace
+    rel = os.path.relpath(Path(config.build), python_dir)
+    return Library(config.namespace, tuple(ops), Path(rel).as_posix())

@@ -1,0 +1,58 @@
+"""The Jinja environment every emitter renders with: StrictUndefined, escaping filters."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from pathlib import Path
+
+import jinja2
+
+from .api import cpp, python
+
+
+def templates_dir() -> Path:
+    """``templates/`` beside the package in a checkout, or ``opgen/templates`` in a wheel."""
+    checkout = Path(__file__).resolve().parent.parent / "templates"
+    if (checkout / "macros.j2").is_file():
+        return checkout
+    return Path(str(resources.files("opgen") / "templates"))
+
+
+def markdown_text(text: str) -> str:
+    """Plain text made inert in Markdown/HTML (code spans kept as written)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def markdown_code(text: str) -> str:
+    """An inline code span holding ``text`` exactly."""
+    ticks = "`"
+    while ticks in text:
+        ticks += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters.update(
+        cpp_string=cpp.string_literal,
+        cpp_comment=cpp.comment,
+        py_docstring=python.docstring,
+        py_string=repr,
+        md=markdown_text,
+        md_code=markdown_code,
+    )
+    return env
+
+
+def render(template: str, **context: object) -> str:
+    return environment().get_template(template).render(template=template, **context)

@@ -1,0 +1,78 @@
+"""``opgen init`` and ``opgen new``: starting points that generate and build as they are."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from .config import NAMESPACE, ProjectConfig
+from .errors import OpgenError
+from .schema import reserved_reason
+
+SPEC_TEMPLATE = """\
+# {name}: one op, one file. The full format is in opgen's docs/spec.md.
+# signature: PyTorch schema syntax; non-Tensor arguments are attributes (after `*`: keyword-only).
+signature: {name}(Tensor x, *, float alpha=1.0) -> Tensor
+# doc: one paragraph; it becomes the C++ comment, the Python docstring and the reference page.
+doc: Computes `alpha * x * sigmoid(x)`.
+# dtypes: names (float32, float64, float16, bfloat16) or groups (floating).
+dtypes: [floating]
+# shape: same(x), broadcast(a, b, ...) or an explicit list such as [a.size(0), b.size(1)].
+shape: same(x)
+# checks: conditions on attributes and sizes, checked on every call.
+checks: ["alpha > 0"]
+# kernel.pointwise: an expression over the inputs and attributes, computed per element.
+kernel:
+  pointwise: alpha * x * sigmoid(x)
+# gradient: one formula per differentiable input, over the inputs, attributes, grad and result.
+gradient:
+  x: grad * alpha * (sigmoid(x) * (1 + x * (1 - sigmoid(x))))
+"""
+
+PYPROJECT_TEMPLATE = """\
+[project]
+name = "{name}"
+version = "0.1.0"
+requires-python = ">=3.10"
+
+[tool.opgen]
+namespace = "{namespace}"
+specs = "specs"
+output = "generated"
+build = "build"
+"""
+
+
+def check_op_name(name: str) -> None:
+    reason = reserved_reason(name)
+    if reason:
+        raise OpgenError(f"invalid op name '{name}': {reason}")
+
+
+def new_spec(config: ProjectConfig, name: str) -> Path:
+    check_op_name(name)
+    path = config.specs_dir / f"{name}.yaml"
+    if path.exists():
+        raise OpgenError(f"{path} already exists")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(SPEC_TEMPLATE.format(name=name), encoding="utf-8")
+    return path
+
+
+def init_project(root: Path, namespace: str | None) -> Path:
+    root = root.resolve()
+    if (root / "pyproject.toml").exists():
+        raise OpgenError(f"{root}/pyproject.toml already exists; opgen init makes new projects only")
+    if namespace is None:
+        namespace = re.sub(r"[^a-z0-9_]", "_", root.name.lower()).strip("_") or "ops"
+        if not namespace[0].isalpha():
+            namespace = "ops_" + namespace
+    if not NAMESPACE.match(namespace) or reserved_reason(namespace):
+        raise OpgenError(f"invalid namespace '{namespace}'; use lowercase letters, digits and '_' (pass --namespace)")
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "pyproject.toml").write_text(PYPROJECT_TEMPLATE.format(name=root.name, namespace=namespace), encoding="utf-8")
+    (root / ".gitignore").write_text("build/\n__pycache__/\ngenerated/.opgen.lock\n", encoding="utf-8")
+    specs = root / "specs"
+    specs.mkdir(exist_ok=True)
+    (specs / "scaled_silu.yaml").write_text(SPEC_TEMPLATE.format(name="scaled_silu"), encoding="utf-8")
+    return root

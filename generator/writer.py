@@ -1,0 +1,143 @@
+"""Writes a generated tree: only changed files, stale ones removed, nothing else touched.
+
+All content is rendered before anything is written. New contents go to temporary files
+beside their targets first; then, with SIGINT/SIGTERM held back, they are renamed into
+place and files that the previous manifest listed but no spec produces are deleted. An
+exclusive lock keeps two concurrent runs apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import fcntl
+import json
+import os
+import signal
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import OpgenError
+from .generate import MANIFEST
+
+LOCK_FILE = ".opgen.lock"
+
+
+@dataclass
+class Changes:
+    added: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.changed or self.removed)
+
+
+def previous_files(out_dir: Path) -> set[str]:
+    """Files the last run generated, from its manifest (empty if there is none)."""
+    manifest = out_dir / MANIFEST
+    if not manifest.is_file():
+        return set()
+    try:
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        files = data["files"]
+    except (ValueError, KeyError, TypeError):
+        raise OpgenError(f"{manifest}: unreadable manifest; delete the output folder and generate again") from None
+    return {f for f in files if isinstance(f, str) and _is_safe(f)} | {MANIFEST}
+
+
+def _is_safe(rel: str) -> bool:
+    p = Path(rel)
+    return not p.is_absolute() and ".." not in p.parts and bool(p.parts)
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
+        return None
+
+
+def plan(out_dir: Path, files: dict[str, str]) -> Changes:
+    changes = Changes()
+    for rel, content in files.items():
+        current = _read(out_dir / rel)
+        if current is None and not (out_dir / rel).exists():
+            changes.added.append(rel)
+        elif current != content:
+            changes.changed.append(rel)
+    changes.removed = sorted(f for f in previous_files(out_dir) - set(files) if (out_dir / f).exists())
+    return changes
+
+
+@contextlib.contextmanager
+def locked(out_dir: Path):
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with open(out_dir / LOCK_FILE, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _signals_held():
+    held = {signal.SIGINT, signal.SIGTERM}
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+def write_tree(out_dir: Path, files: dict[str, str]) -> Changes:
+    with locked(out_dir):
+        changes = plan(out_dir, files)
+        staged: list[tuple[Path, Path]] = []
+        try:
+            for rel in changes.added + changes.changed:
+                target = out_dir / rel
+                target.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+                with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+                    fh.write(files[rel])
+                os.chmod(tmp, 0o644)
+                staged.append((Path(tmp), target))
+            with _signals_held():
+                for tmp, target in staged:
+                    os.replace(tmp, target)
+                staged = []
+                for rel in changes.removed:
+                    (out_dir / rel).unlink(missing_ok=True)
+                    _prune_empty(out_dir, (out_dir / rel).parent)
+        finally:
+            for tmp, _ in staged:
+                tmp.unlink(missing_ok=True)
+        return changes
+
+
+def _prune_empty(root: Path, folder: Path) -> None:
+    while folder != root and folder.is_relative_to(root):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
+def diff(out_dir: Path, files: dict[str, str], display_root: str) -> tuple[Changes, str]:
+    """What `opgen check` reports: the changes a generate would make, as a unified diff."""
+    changes = plan(out_dir, files)
+    chunks: list[str] = []
+    for rel in sorted(changes.added + changes.changed):
+        old = _read(out_dir / rel) or ""
+        chunks.extend(difflib.unified_diff(
+            old.splitlines(keepends=True), files[rel].splitlines(keepends=True),
+            fromfile=f"a/{display_root}/{rel}", tofile=f"b/{display_root}/{rel}"))
+    for rel in changes.removed:
+        old = _read(out_dir / rel) or ""
+        chunks.extend(difflib.unified_diff(old.splitlines(keepends=True), [], fromfile=f"a/{display_root}/{rel}", tofile="/dev/null"))
+    text = "".join(c if c.endswith("\n") else c + "\n\\ No newline at end of file\n" for c in chunks)
+    return changes, text

@@ -1,0 +1,140 @@
+"""Loads a spec file into plain Python values plus the location of every value.
+
+PyYAML's composer gives us nodes with marks; we keep those marks in a table keyed by
+the path of each value (``("kernel", "pointwise")``) so that the model can report
+``path:line:col`` for any field it rejects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from .errors import Location, SpecError
+
+MAX_SPEC_BYTES = 256 * 1024
+MAX_DEPTH = 32
+
+Path_ = tuple  # a key path into the document: tuple of str | int
+
+
+@dataclass(frozen=True)
+class ScalarOrigin:
+    """Where a scalar's text starts, and whether columns inside it map 1:1 to the file."""
+
+    location: Location
+    exact: bool
+
+
+@dataclass
+class SpecSource:
+    path: str
+    data: Any
+    value_marks: dict[Path_, ScalarOrigin] = field(default_factory=dict)
+    key_marks: dict[Path_, Location] = field(default_factory=dict)
+
+    def location(self, path: Path_, *, key: bool = False) -> Location:
+        """The location of the value (or the key) at ``path``, else of its nearest parent."""
+        p = tuple(path)
+        while True:
+            if key and p in self.key_marks:
+                return self.key_marks[p]
+            if p in self.value_marks:
+                return self.value_marks[p].location
+            if p in self.key_marks:
+                return self.key_marks[p]
+            if not p:
+                return Location(self.path, 1, 1)
+            p = p[:-1]
+
+    def inner_location(self, path: Path_, offset: int) -> Location:
+        """The location of character ``offset`` (0-based) inside the scalar at ``path``."""
+        origin = self.value_marks.get(tuple(path))
+        if origin is None:
+            return self.location(path)
+        if not origin.exact:
+            return origin.location
+        loc = origin.location
+        return Location(loc.path, loc.line, loc.col + offset)
+
+    def error(self, path: Path_, message: str, *, key: bool = False) -> SpecError:
+        return SpecError(self.location(path, key=key), message)
+
+
+def _mark(path: str, mark: yaml.Mark) -> Location:
+    return Location(path, mark.line + 1, mark.column + 1)
+
+
+def load_spec_source(path: str, raw: bytes) -> SpecSource:
+    """Parses ``raw`` (the bytes of the file at display path ``path``)."""
+    if len(raw) > MAX_SPEC_BYTES:
+        raise SpecError(Location(path, 1, 1), f"spec file is {len(raw)} bytes; the limit is {MAX_SPEC_BYTES}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        col = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
+        raise SpecError(Location(path, line, col), "spec files must be UTF-8; this byte is not") from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        loc = _mark(path, mark) if mark else Location(path, 1, 1)
+        raise SpecError(loc, f"invalid YAML: {e.problem or e.context}") from None
+    except yaml.YAMLError as e:
+        raise SpecError(Location(path, 1, 1), f"invalid YAML: {e}") from None
+    except RecursionError:
+        raise SpecError(Location(path, 1, 1), "invalid YAML: nesting is too deep") from None
+    finally:
+        loader.dispose()
+    source = SpecSource(path, None)
+    if node is None:
+        source.data = None
+        return source
+    source.data = _convert(source, loader, node, (), 0)
+    return source
+
+
+def _convert(source: SpecSource, loader: yaml.SafeLoader, node: yaml.Node, path: Path_, depth: int) -> Any:
+    loc = _mark(source.path, node.start_mark)
+    if depth > MAX_DEPTH:
+        raise SpecError(loc, f"value is nested deeper than {MAX_DEPTH} levels")
+    if isinstance(node, yaml.MappingNode):
+        source.value_marks[path] = ScalarOrigin(loc, False)
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key_loc = _mark(source.path, key_node.start_mark)
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                raise SpecError(key_loc, "mapping keys must be plain strings")
+            key = key_node.value
+            if key in out:
+                first = source.key_marks[path + (key,)]
+                raise SpecError(key_loc, f"duplicate key '{key}' (first defined at line {first.line})")
+            source.key_marks[path + (key,)] = key_loc
+            out[key] = _convert(source, loader, value_node, path + (key,), depth + 1)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        source.value_marks[path] = ScalarOrigin(loc, False)
+        return [_convert(source, loader, item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
+    assert isinstance(node, yaml.ScalarNode)
+    exact = node.style in (None, "", "'", '"') and node.start_mark.line == node.end_mark.line
+    if node.style in ("'", '"'):
+        loc = Location(loc.path, loc.line, loc.col + 1)
+        exact = exact and "\\" not in node.value and "''" not in _raw_text(node)
+    source.value_marks[path] = ScalarOrigin(loc, exact)
+    try:
+        return loader.construct_object(node, deep=True)
+    except yaml.YAMLError as e:
+        raise SpecError(loc, f"invalid value: {e}") from None
+
+
+def _raw_text(node: yaml.ScalarNode) -> str:
+    buf = node.start_mark.buffer
+    if buf is None:
+        return ""
+    return buf[node.start_mark.pointer : node.end_mark.pointer]
