@@ -61,7 +61,8 @@ def _ninja() -> str:
 def _compiler() -> list[str]:
     cxx = shlex.split(os.environ.get("CXX", "c++"))
     if os.environ.get("OPGEN_CCACHE", "1") != "0" and shutil.which("ccache") and "ccache" not in cxx[0]:
-        cxx = ["ccache"] + cxx
+        # ccache reuses results with a precompiled header only when told the PCH is safe
+        cxx = ["env", "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime", "ccache"] + cxx
     return cxx
 
 

@@ -113,8 +113,9 @@ def parse_expr(text: str) -> Expr:
     try:
         tree = ast.parse(stripped, mode="eval")
     except SyntaxError as e:
-        col = (e.offset or 1) - 1 + lead
-        raise ExprError(col, f"invalid expression syntax: {e.msg}") from None
+        col = (e.offset - 1 if e.offset else len(stripped.rstrip())) + lead
+        msg = "the expression ends too early" if not e.offset else e.msg
+        raise ExprError(col, f"invalid expression syntax: {msg}") from None
     except (RecursionError, MemoryError, ValueError):
         raise ExprError(0, "expression is too deeply nested") from None
     return _Converter(lead).convert(tree.body, 0)

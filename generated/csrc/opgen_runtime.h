@@ -117,6 +117,14 @@ inline at::ScalarType result_type(std::initializer_list<std::reference_wrapper<c
   return at::native::result_type(state);
 }
 
+// Python's `and` / `or` over checks whose operands may be symbolic: evaluated left to right,
+// stopping at the first operand that decides the result.
+inline bool to_bool(const c10::SymBool& b) { return b.guard_bool(__FILE__, __LINE__); }
+template <typename... F>
+inline bool all_of(F&&... f) { return (... && to_bool(f())); }
+template <typename... F>
+inline bool any_of(F&&... f) { return (... || to_bool(f())); }
+
 // True when this process should run the AVX2 build of kernels (respects ATEN_CPU_CAPABILITY).
 inline bool cpu_has_avx2() {
 #if defined(OPGEN_HAVE_AVX2)

@@ -151,8 +151,9 @@ def symbolic(e: E.Expr, scope: E.Scope) -> str:
         ops = {"<": "sym_lt", "<=": "sym_le", ">": "sym_gt", ">=": "sym_ge", "==": "sym_eq", "!=": "sym_ne"}
         return f"{_as_symint(e.lhs, scope)}.{ops[e.op]}({_as_symint(e.rhs, scope)})"
     if isinstance(e, E.BoolOp):
-        op = " & " if e.op == "and" else " | "
-        return "(" + op.join(_as_symbool(v, scope) for v in e.values) + ")"
+        # Short-circuit like Python, so `x.dim() == 2 and x.size(1) == 3` never reads a missing size.
+        fn = "opgen::all_of" if e.op == "and" else "opgen::any_of"
+        return f"c10::SymBool({fn}(" + ", ".join(f"[&] {{ return {_as_symbool(v, scope)}; }}" for v in e.values) + "))"
     if isinstance(e, E.In):
         lhs = _as_symint(e.operand, scope)
         return "(" + " | ".join(f"{lhs}.sym_eq(c10::SymInt({o.value}))" for o in e.options) + ")"

@@ -1,0 +1,48 @@
+"""The shipped ops at work: each against PyTorch, a bad call, and torch.compile."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import torch
+
+import opgen
+
+ROOT = Path(__file__).resolve().parent.parent
+ops = opgen.load(ROOT)
+sys.path.insert(0, str(ROOT / "generated" / "python"))
+import opgen_ops  # noqa: E402  (the typed API generated next to the C++)
+
+torch.manual_seed(0)
+a, b = torch.randn(1000, 64), torch.randn(64)
+x = torch.randn(1000, 64) * 4
+F = torch.nn.functional
+cases = [
+    ("weighted_sum(a, b, weight=0.5)", opgen_ops.weighted_sum(a, b, weight=0.5), 0.5 * a + b),
+    ("add(a, b, alpha=2)", opgen_ops.add(a, b, alpha=2.0), torch.add(a, b, alpha=2.0)),
+    ("relu(x)", opgen_ops.relu(x), torch.relu(x)),
+    ("sigmoid(x)", opgen_ops.sigmoid(x), torch.sigmoid(x)),
+    ("gelu(x)", opgen_ops.gelu(x), F.gelu(x, approximate="tanh")),
+    ("gelu(x, approximate='none')", opgen_ops.gelu(x, approximate="none"), F.gelu(x)),
+    ("softplus(x, beta=2)", opgen_ops.softplus(x, beta=2.0), F.softplus(x, beta=2.0)),
+    ("clamp(x, min=-1, max=1)", opgen_ops.clamp(x, min=-1.0, max=1.0), x.clamp(-1, 1)),
+    ("gelu(x.bfloat16())", opgen_ops.gelu(x.bfloat16()).float(), F.gelu(x.bfloat16().double(), approximate="tanh").bfloat16()),
+]
+print(f"{'op':32} {'shape':>14} {'max |diff| vs torch':>20}")
+for name, got, want in cases:
+    print(f"{name:32} {str(tuple(got.shape)):>14} {(got.float() - want).abs().max().item():>20.3g}")
+
+print("\nA bad call raises a Python error that names the op and the argument:")
+try:
+    opgen_ops.clamp(x, min=1.0, max=-1.0)
+except ValueError as e:
+    print(f"  ValueError: {e}".splitlines()[0])
+try:
+    opgen_ops.weighted_sum(a, torch.randn(63))
+except RuntimeError as e:
+    print(f"  RuntimeError: {e}".splitlines()[0])
+
+compiled = torch.compile(lambda a, b: ops.gelu(ops.weighted_sum(a, b, weight=0.5)), fullgraph=True)
+print("\ntorch.compile(fullgraph=True) of weighted_sum -> gelu matches eager:",
+      torch.allclose(compiled(a, b), ops.gelu(ops.weighted_sum(a, b, weight=0.5))))

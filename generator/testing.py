@@ -1,0 +1,149 @@
+"""Helpers for testing generated ops: valid attribute values, inputs, references, tolerances.
+
+Used by the project's tests and by generated tests; only this module imports torch eagerly.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import math
+from typing import Any
+
+from . import expr as E
+from .model import OpSpec
+
+# Tolerances for comparing an op's output with its float64 reference, by output dtype.
+# Kernels compute half/bfloat16 in float32 and round once, so the bound is the dtype's
+# rounding (2^-11, 2^-8 relative) plus float32 error in the math.
+TOLERANCES = {
+    "float64": (1e-10, 1e-12),
+    "float32": (1e-5, 1e-5),
+    "float16": (2e-3, 2e-3),
+    "bfloat16": (1.6e-2, 1.6e-2),
+}
+
+_CANDIDATES = {
+    "float": (1.0, 0.5, 2.0, -0.5, 0.0, 3.0, -2.0),
+    "Scalar": (1.0, 0.5, 2.0, -0.5, 0.0),
+    "int": (1, 2, 0, 3, -1),
+    "SymInt": (1, 2, 0, 3),
+    "bool": (True, False),
+}
+
+
+def evaluate(e: E.Expr, env: dict[str, Any]) -> Any:
+    """Evaluates an attribute-only expression (a check without sizes) in Python."""
+    if isinstance(e, (E.Num, E.Str)):
+        return e.value
+    if isinstance(e, E.Name):
+        return {"True": True, "False": False}.get(e.id, env.get(e.id))
+    if isinstance(e, E.Unary):
+        v = evaluate(e.operand, env)
+        return (not v) if e.op == "not" else -v
+    if isinstance(e, E.Binary):
+        a, b = evaluate(e.lhs, env), evaluate(e.rhs, env)
+        return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else math.inf, "//": a // b if b else 0,
+                "**": a ** b if (a or b >= 0) else math.inf}[e.op]
+    if isinstance(e, E.Compare):
+        a, b = evaluate(e.lhs, env), evaluate(e.rhs, env)
+        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[e.op]
+    if isinstance(e, E.BoolOp):
+        values = [evaluate(v, env) for v in e.values]
+        return all(values) if e.op == "and" else any(values)
+    if isinstance(e, E.In):
+        return evaluate(e.operand, env) in [evaluate(o, env) for o in e.options]
+    raise ValueError(f"cannot evaluate {E.unparse(e)} without tensors")
+
+
+def attribute_checks(op: OpSpec) -> list[E.Expr]:
+    return [c.expr for c in op.checks if not any(isinstance(n, E.Method) for n in E.walk(c.expr))]
+
+
+def _choices(op: OpSpec, name: str) -> list[Any]:
+    arg = op.schema.argument(name)
+    assert arg is not None
+    options: list[Any] = []
+    if arg.has_default:
+        options.append(arg.default)
+    if arg.type.base == "str":
+        for c in op.checks:
+            for n in E.walk(c.expr):
+                if isinstance(n, E.In) and isinstance(n.operand, E.Name) and n.operand.id == name:
+                    options += [o.value for o in n.options]
+                if isinstance(n, E.Compare) and isinstance(n.lhs, E.Name) and n.lhs.id == name and isinstance(n.rhs, E.Str):
+                    options.append(n.rhs.value)
+    elif arg.type.optional:
+        options.append(None)
+    else:
+        options += list(_CANDIDATES.get(arg.type.base, ()))
+    seen: list[Any] = []
+    for o in options:
+        if o not in seen:
+            seen.append(o)
+    return seen
+
+
+def attribute_sets(op: OpSpec, limit: int = 4) -> list[dict[str, Any]]:
+    """Up to ``limit`` attribute assignments that pass the op's checks, defaults first."""
+    names = [a.name for a in op.attributes]
+    checks = attribute_checks(op)
+    out: list[dict[str, Any]] = []
+    for values in itertools.product(*(_choices(op, n) for n in names)):
+        env = dict(zip(names, values))
+        if all(evaluate(c, env) for c in checks):
+            out.append(env)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def invalid_attribute_sets(op: OpSpec) -> list[tuple[dict[str, Any], str]]:
+    """For each attribute-only check, one assignment that violates it (and passes the others)."""
+    names = [a.name for a in op.attributes]
+    checks = attribute_checks(op)
+    out = []
+    for i, c in enumerate(checks):
+        for values in itertools.product(*(_choices(op, n) + ["__bad__"] * (op.schema.argument(n).type.base == "str") for n in names)):
+            env = dict(zip(names, values))
+            if not evaluate(c, env) and all(evaluate(o, env) for j, o in enumerate(checks) if j != i):
+                out.append((env, E.unparse(c)))
+                break
+    return out
+
+
+def reference_fn(namespace: str, op: OpSpec):
+    return importlib.import_module(f"{namespace}._references.{op.name}").reference
+
+
+def input_range(op: OpSpec, name: str) -> tuple[float, float]:
+    return op.test.range(name) or (-3.0, 3.0)
+
+
+def make_tensor(op: OpSpec, name: str, shape, dtype, generator, layout: str = "contiguous"):
+    """A tensor for input ``name``: values from the spec's test range, in the requested layout."""
+    import torch
+
+    lo, hi = input_range(op, name)
+    shape = tuple(shape)
+    if layout == "transposed" and len(shape) >= 2:
+        base_shape = shape[:-2] + (shape[-1], shape[-2])
+        base = torch.rand(base_shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo
+        return base.to(dtype).transpose(-1, -2)
+    if layout == "sliced" and len(shape) >= 1:
+        base_shape = shape[:-1] + (shape[-1] * 2,)
+        base = torch.rand(base_shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo
+        return base.to(dtype)[..., ::2]
+    if layout == "expanded" and len(shape) >= 1:
+        base_shape = (1,) + shape[1:]
+        base = torch.rand(base_shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo
+        return base.to(dtype).expand(shape)
+    return (torch.rand(shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
+
+
+def assert_close_to_reference(actual, expected64, dtype_name: str, what: str) -> None:
+    import torch
+
+    atol, rtol = TOLERANCES[dtype_name]
+    torch.testing.assert_close(actual.to(torch.float64), expected64.to(torch.float64), atol=atol, rtol=rtol,
+                               equal_nan=True, msg=lambda m: f"{what}: {m}")

@@ -1,0 +1,168 @@
+"""The opgen command line on throwaway projects: generate, check, list, new, init, exit codes,
+and the guarantees of the writer (only changed files, stale ones removed, bad specs touch nothing)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from opgen.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    root = tmp_path / "proj"
+    (root / "specs").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "testops"\n')
+    for name in ("weighted_sum", "relu", "clamp"):
+        shutil.copy(ROOT / "specs" / f"{name}.yaml", root / "specs")
+    return root
+
+
+def run(project: Path, *args: str) -> int:
+    return main(["--project", str(project), *args])
+
+
+def snapshot(folder: Path) -> dict[str, tuple[bytes, int]]:
+    return {str(p.relative_to(folder)): (p.read_bytes(), p.stat().st_mtime_ns)
+            for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".opgen.lock"}
+
+
+def test_generate_then_check(project, capsys):
+    assert run(project, "generate") == 0
+    assert (project / "generated/csrc/ops/relu.cpp").is_file()
+    assert run(project, "check") == 0
+    assert "up to date" in capsys.readouterr().out
+
+
+def test_check_reports_a_stale_tree_with_a_diff(project, capsys):
+    run(project, "generate")
+    (project / "specs/relu.yaml").write_text((project / "specs/relu.yaml").read_text().replace("maximum(x, 0)", "maximum(x, 0.0) + 0"))
+    capsys.readouterr()
+    assert run(project, "check") == 1
+    out, err = capsys.readouterr()
+    assert "--- a/generated/csrc/kernels/relu_cpu.cpp" in out and "+++ b/generated/csrc/kernels/relu_cpu.cpp" in out
+    assert "stale: generated/csrc/kernels/relu_cpu.cpp" in err
+
+
+def test_check_names_missing_and_leftover_files(project, capsys):
+    run(project, "generate")
+    (project / "generated/docs/relu.md").unlink()
+    (project / "specs/clamp.yaml").unlink()
+    assert run(project, "check") == 1
+    err = capsys.readouterr().err
+    assert "missing: generated/docs/relu.md" in err
+    assert "leftover: generated/csrc/ops/clamp.cpp" in err
+
+
+def test_editing_one_spec_rewrites_only_that_ops_files(project):
+    run(project, "generate")
+    before = snapshot(project / "generated")
+    spec = project / "specs/relu.yaml"
+    spec.write_text(spec.read_text().replace("doc: Rectified", "doc: The rectified").replace("maximum(x, 0)", "maximum(0, x)"))
+    assert run(project, "generate") == 0
+    after = snapshot(project / "generated")
+    changed = sorted(p for p in after if after[p] != before.get(p))
+    assert changed == ["csrc/kernels/relu_cpu.cpp", "csrc/ops/relu.cpp", "docs/index.md", "docs/relu.md",
+                       "python/testops/_ops/relu.py"]
+    # unchanged files keep their timestamps, so the build recompiles only relu
+    assert after["csrc/ops/clamp.cpp"][1] == before["csrc/ops/clamp.cpp"][1]
+
+
+def test_removed_spec_removes_its_files_and_nothing_else(project):
+    run(project, "generate")
+    mine = project / "generated/NOTES.txt"
+    mine.write_text("not generated")
+    (project / "specs/clamp.yaml").unlink()
+    assert run(project, "generate") == 0
+    assert not (project / "generated/csrc/ops/clamp.cpp").exists()
+    assert not (project / "generated/python/testops/_ops/clamp.py").exists()
+    assert mine.read_text() == "not generated"
+
+
+@pytest.mark.parametrize("bad", [
+    "signature: relu(Tensor x) -> Tensor\ndtypes: [floating]\nshape: same(x)\nkernel: {pointwise: relu(x)}\n",
+    "signature: relu(Tensor x -> Tensor\n",
+    "\xff\xfe",
+    "signature: relu(Tensor x) -> Tensor\ndtypes: [floating]\nshape: same(x)\nkernel: {pointwise: x}\nkernel: {pointwise: x}\n",
+])
+def test_bad_spec_exits_2_located_and_leaves_generated_untouched(project, capsys, bad):
+    run(project, "generate")
+    before = snapshot(project / "generated")
+    (project / "specs/relu.yaml").write_bytes(bad.encode("latin-1"))
+    capsys.readouterr()
+    assert run(project, "generate") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specs/relu.yaml:") and ": error: " in err
+    assert "Traceback" not in err
+    assert snapshot(project / "generated") == before
+
+
+def test_errors_from_several_specs_are_all_reported(project, capsys):
+    for name in ("relu", "clamp"):
+        (project / f"specs/{name}.yaml").write_text(f"signature: {name}(Tensor x) -> Tensor\n")
+    assert run(project, "generate") == 2
+    err = capsys.readouterr().err
+    assert "specs/clamp.yaml:1:1: error: missing required key 'dtypes'" in err
+    assert "specs/relu.yaml:1:1: error: missing required key 'dtypes'" in err
+
+
+def test_generation_is_deterministic_across_hash_seeds_and_folders(project, tmp_path):
+    outputs = []
+    for seed, where in (("1", project), ("2", tmp_path / "copy")):
+        if where != project:
+            shutil.copytree(project, where)
+        env = dict(os.environ, PYTHONHASHSEED=seed)
+        subprocess.run([sys.executable, "-m", "opgen", "--project", str(where), "generate"], check=True, env=env,
+                       capture_output=True, cwd=tmp_path)
+        outputs.append({k: v[0] for k, v in snapshot(where / "generated").items()})
+    assert outputs[0] == outputs[1]
+    blob = b"".join(outputs[0].values())
+    assert str(tmp_path).encode() not in blob
+
+
+def test_generated_files_carry_the_header(project):
+    run(project, "generate")
+    for path in (project / "generated").rglob("*"):
+        if path.suffix in (".cpp", ".h", ".py", ".md"):
+            head = path.read_text().splitlines()[0]
+            assert "@generated by opgen from" in head and "DO NOT EDIT" in head, path
+
+
+def test_list_and_new(project, capsys):
+    assert run(project, "new", "swish") == 0
+    assert run(project, "list") == 0
+    out = capsys.readouterr().out
+    assert "testops.swish(Tensor x, *, float alpha=1.0) -> Tensor" in out
+    assert "testops.relu(Tensor x) -> Tensor" in out
+    assert run(project, "new", "swish") == 2
+    assert run(project, "new", "class") == 2
+
+
+def test_usage_errors_exit_2(tmp_path, capsys):
+    assert main(["--project", str(tmp_path), "generate"]) == 2
+    assert "pyproject.toml: not found" in capsys.readouterr().err
+    (tmp_path / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "Bad-Name"\n')
+    assert main(["--project", str(tmp_path), "generate"]) == 2
+    (tmp_path / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "ok"\nspecz = "x"\n')
+    assert main(["--project", str(tmp_path), "generate"]) == 2
+    assert "did you mean 'specs'?" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        main(["frobnicate"])
+    assert info.value.code == 2
+
+
+def test_console_script_runs_without_traceback(project):
+    (project / "specs/relu.yaml").write_text("signature: relu(Tensor x) -> Tensor\ndtypes: [flaoting]\nshape: same(x)\nkernel: {pointwise: x}\n")
+    proc = subprocess.run([sys.executable, "-m", "opgen", "--project", str(project), "generate"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("specs/relu.yaml:2:10: error: unknown dtype 'flaoting'")
+    assert "did you mean 'floating'?" in proc.stderr
+    assert "Traceback" not in proc.stderr

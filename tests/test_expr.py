@@ -1,0 +1,102 @@
+"""The expression language: whitelist parsing, type checking, canonical printing, and the
+C++ it becomes (hoisting of per-call values out of the element loop)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, strategies as st
+
+from opgen import expr as E
+from opgen.api import cpp_expr, python
+
+SCOPE = E.Scope({"x": E.TENSOR, "y": E.TENSOR, "w": E.NUM, "n": E.INT, "flag": E.BOOL, "mode": E.STR}, True, "kernel expression")
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("x * w + y", E.ELEM),
+        ("w * 2", E.NUM),
+        ("x > 0", E.MASK),
+        ("where(x > 0, x, 0)", E.ELEM),
+        ("where(mode == 'tanh', tanh(x), erf(x))", E.ELEM),
+        ("w > 0 and not flag", E.BOOL),
+        ("mode in ['a', 'b']", E.BOOL),
+        ("clamp(x, -1, 1) ** 2", E.ELEM),
+    ],
+)
+def test_kinds(text, kind):
+    assert E.typecheck(E.parse_expr(text), SCOPE) == kind
+
+
+@pytest.mark.parametrize(
+    "text, col, message",
+    [
+        ("x.__class__", 0, "attribute access is not supported"),
+        ("eval('1')", 0, "unknown function 'eval'"),
+        ("lambda: 1", 0, "unsupported syntax (Lambda)"),
+        ("x if w else y", 0, "unsupported syntax (IfExp)"),
+        ("[x, y]", 0, "unsupported syntax (List)"),
+        ("x @ y", 0, "unsupported operator"),
+        ("0 < x < 1", 0, "chained comparisons"),
+        ("exp(x, y)", 0, "exp() takes 1 argument(s), got 2"),
+        ("exp(x=1)", 6, "keyword arguments"),
+        ("where(x, x, y)", 6, "must be a condition"),
+        ("x > 0 and y > 0", 0, "'and' needs uniform conditions"),
+        ("mode + 1", 0, "needs a number here, not a str"),
+        ("x // 2", 0, "'//' is for sizes"),
+        ("  foo * x", 2, "unknown name 'foo'"),
+        ("exp", 0, "'exp' is a function: call it as exp(...)"),
+        ("exp(" * 100 + "x" + ")" * 100, 260, "too deeply nested"),
+    ],
+)
+def test_rejections(text, col, message):
+    with pytest.raises(E.ExprError) as info:
+        E.typecheck(E.parse_expr(text), SCOPE)
+    assert message in info.value.message
+    assert info.value.col == col
+
+
+_leaf = st.sampled_from(["x", "y", "w", "n", "1", "2.5", "0.5"])
+
+
+def _combine(children):
+    binary = st.tuples(children, st.sampled_from(["+", "-", "*", "/", "**"]), children).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
+    unary = children.map(lambda c: f"-{c}")
+    call = st.tuples(st.sampled_from(["exp", "tanh", "sigmoid", "abs"]), children).map(lambda t: f"{t[0]}({t[1]})")
+    where = st.tuples(children, children, children).map(lambda t: f"where({t[0]} > {t[1]}, {t[1]}, {t[2]})")
+    return binary | unary | call | where
+
+
+@given(st.recursive(_leaf, _combine, max_leaves=12))
+def test_unparse_round_trips(text):
+    e = E.parse_expr(text)
+    assert E.parse_expr(E.unparse(e)) == e
+
+
+def test_per_call_values_are_hoisted_out_of_the_loop():
+    code = cpp_expr.kernel_code(E.parse_expr("x * (w / 2) + where(mode == 'tanh', tanh(x), y)"), SCOPE, ["x", "y"])
+    assert code.hoisted_numbers == ["(w / 2.0)"]
+    assert code.hoisted_conditions == ['(c10::string_view(mode) == "tanh")']
+    assert code.body == "((x * _u0) + (_c0 ? opgen::tanh(x) : y))"
+
+
+def test_powers_use_multiplication():
+    code = cpp_expr.kernel_code(E.parse_expr("x ** 2 + y ** 0.5 + x ** w"), SCOPE, ["x", "y"])
+    assert code.body == "(((x * x) + opgen::sqrt(y)) + opgen::pow(x, _u0))"
+
+
+def test_per_element_conditions_use_where():
+    code = cpp_expr.kernel_code(E.parse_expr("where(x > 0, x, 0)"), SCOPE, ["x", "y"])
+    assert code.body == "opgen::where((x > _t(0.0)), x, _t(0.0))"
+
+
+def test_checks_over_sizes_are_symbolic():
+    scope = E.Scope(SCOPE.names, False, "check")
+    assert cpp_expr.symbolic(E.parse_expr("x.size(-1) == y.size(0)"), scope) == "x.sym_size(int64_t{-1}).sym_eq(y.sym_size(int64_t{0}))"
+    assert cpp_expr.symbolic(E.parse_expr("w > 0 and n >= 1"), scope) == "((w > 0.0) && (static_cast<double>(n) >= 1.0))"
+
+
+def test_python_reference_mirrors_the_kernel():
+    ref = python.reference(E.parse_expr("where(mode == 'tanh', tanh(x), minimum(x, 0))"), SCOPE)
+    assert ref == "(torch.tanh(x) if (mode == 'tanh') else torch.minimum(x, _t(0.0)))"

@@ -1,0 +1,154 @@
+"""Spec validation: every rejection is located (path:line:col) and says how to fix it."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from opgen.errors import SpecError
+from opgen.model import OpSpec
+from opgen.yaml_source import load_spec_source
+
+ROOT = Path(__file__).resolve().parent.parent
+
+GOOD = """\
+signature: weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor
+doc: Fused `weight * a + b` with NumPy-style broadcasting.
+dtypes: [float32, float64, float16, bfloat16]
+shape: broadcast(a, b)
+kernel:
+  pointwise: weight * a + b
+gradient:
+  a: grad * weight
+  b: grad
+"""
+
+
+def parse(text: str, path: str = "specs/weighted_sum.yaml") -> OpSpec:
+    return OpSpec.parse(load_spec_source(path, textwrap.dedent(text).encode()))
+
+
+def error(text: str, path: str = "specs/weighted_sum.yaml") -> SpecError:
+    with pytest.raises(SpecError) as info:
+        parse(text, path)
+    return info.value
+
+
+def test_issue_example_parses():
+    op = parse(GOOD)
+    assert op.name == "weighted_sum"
+    assert [d.name for d in op.dtypes] == ["float32", "float64", "float16", "bfloat16"]
+    assert str(op.shape) == "broadcast(a, b)"
+    assert op.kernel.text == "weight * a + b"
+    assert [n for n, _ in op.gradient.formulas] == ["a", "b"]
+
+
+@pytest.mark.parametrize("spec", sorted((ROOT / "specs").glob("*.yaml")), ids=lambda p: p.stem)
+def test_shipped_specs_round_trip(spec):
+    op = OpSpec.parse(load_spec_source(f"specs/{spec.name}", spec.read_bytes()))
+    again = OpSpec.parse(load_spec_source(f"specs/{spec.name}", yaml.safe_dump(op.to_dict(), sort_keys=False).encode()))
+    assert again == op
+    assert again.to_dict() == op.to_dict()
+
+
+def test_groups_expand_in_canonical_order():
+    op = parse(GOOD.replace("[float32, float64, float16, bfloat16]", "[bfloat16, floating]"))
+    assert [d.name for d in op.dtypes] == ["float32", "float64", "float16", "bfloat16"]
+
+
+CASES = [
+    # (replace this, with this, line, col, message fragment)
+    ("kernel:", "kernal:", 5, 1, "unknown key 'kernal'; allowed keys: signature, doc, dtypes, shape, checks, kernel, gradient, reference, test; did you mean 'kernel'?"),
+    ("  pointwise:", "  pointwize:", 6, 3, "did you mean 'pointwise'?"),
+    ("pointwise: weight * a + b", "pointwise: weight * a + c", 6, 27, "unknown name 'c' in kernel expression; known names: a, b, weight"),
+    ("pointwise: weight * a + b", "pointwise: wieght * a + b", 6, 14, "did you mean 'weight'?"),
+    ("pointwise: weight * a + b", "pointwise: weight * expp(a) + b", 6, 23, "unknown function 'expp'"),
+    ("pointwise: weight * a + b", "pointwise: weight * a +", 6, 26, "invalid expression syntax"),
+    ("pointwise: weight * a + b", "pointwise: __import__('os')", 6, 14, "unknown function '__import__'"),
+    ("pointwise: weight * a + b", "pointwise: a.size(0)", 6, 14, "tensor methods are not available"),
+    ("pointwise: weight * a + b", "pointwise: weight * 2", 6, 14, "must use at least one tensor input"),
+    ("float16, bfloat16]", "float16, bfloat61]", 3, 37, "unknown dtype 'bfloat61'"),
+    ("float16, bfloat16]", "float16, half]", 3, 37, "write 'float16' instead of 'half'"),
+    ("float16, bfloat16]", "float16, int32]", 3, 9, "pointwise kernels compute in floating point"),
+    ("broadcast(a, b)", "broadcast(a, c)", 4, 21, "broadcast() takes tensor inputs"),
+    ("broadcast(a, b)", "brodcast(a, b)", 4, 8, "did you mean 'broadcast'?"),
+    ("broadcast(a, b)", "same(a, b)", 4, 16, "same() takes one tensor"),
+    ("  a: grad * weight", "  c: grad * weight", 8, 3, "'c' is not a tensor input; gradients are for: a, b"),
+    ("  a: grad * weight", "  a: grad * weight * undefined", 8, 22, "unknown name 'undefined' in gradient formula"),
+    ("weighted_sum(Tensor a", "weighted_sum(Tensr a", 1, 25, "unknown type 'Tensr'"),
+    ("float weight=1.0", "float weight=one", 1, 61, "a float default must be a number"),
+]
+
+
+@pytest.mark.parametrize("old, new, line, col, message", CASES, ids=[c[4][:40] for c in CASES])
+def test_located_errors(old, new, line, col, message):
+    assert old in GOOD
+    e = error(GOOD.replace(old, new, 1))
+    assert message in e.message
+    assert (e.location.line, e.location.col) == (line, col), str(e)
+    assert str(e).startswith(f"specs/weighted_sum.yaml:{line}:{col}: ")
+
+
+def test_name_must_match_file():
+    e = error(GOOD, path="specs/other.yaml")
+    assert "op name 'weighted_sum' must equal the file name 'other'" in e.message
+    assert (e.location.line, e.location.col) == (1, 12)
+
+
+@pytest.mark.parametrize(
+    "text, line, message",
+    [
+        ("signature: [1, 2]\ndtypes: [float32]\nshape: same(x)\nkernel: {pointwise: x}\n", 1, "'signature' must be a string"),
+        ("- a\n- b\n", 1, "a spec must be a mapping"),
+        ("signature: x(Tensor a) -> Tensor\nsignature: y\n", 2, "duplicate key 'signature' (first defined at line 1)"),
+        ("signature: 'unterminated\n", 2, "invalid YAML"),
+        ("signature: x(Tensor a) -> Tensor\n", 1, "missing required key 'dtypes'"),
+        ("a: &x [1]\nb: *x\n<<: {c: 1}\n", 3, "mapping keys must be plain strings"),
+    ],
+)
+def test_document_errors(text, line, message):
+    e = error(text, path="specs/x.yaml")
+    assert message in e.message
+    assert e.location.line == line
+
+
+def test_non_utf8_is_located():
+    with pytest.raises(SpecError) as info:
+        load_spec_source("specs/x.yaml", b"signature: ok\ndoc: caf\xe9\n")
+    assert (info.value.location.line, info.value.location.col) == (2, 9)
+    assert "UTF-8" in info.value.message
+
+
+def test_checks_must_be_conditions():
+    e = error(GOOD.replace("kernel:", "checks: [\"weight + 1\"]\nkernel:"))
+    assert "a check must be a condition" in e.message
+    e = error(GOOD.replace("kernel:", "checks: [\"weight > a\"]\nkernel:"))
+    assert "tensor 'a' can't be used as a value in a check" in e.message
+    op = parse(GOOD.replace("kernel:", "checks: [\"weight > 0\", \"a.dim() >= 1 and a.size(-1) == b.size(-1)\"]\nkernel:"))
+    assert [c.text for c in op.checks] == ["weight > 0", "a.dim() >= 1 and a.size(-1) == b.size(-1)"]
+
+
+def test_explicit_shape_rule():
+    op = parse(GOOD.replace("broadcast(a, b)", "[a.size(0), b.size(-1)]"))
+    assert str(op.shape) == "[a.size(0), b.size(-1)]"
+    e = error(GOOD.replace("broadcast(a, b)", "[a.size(0), weight]"))
+    assert "a size must be an integer expression" in e.message
+
+
+def test_reference_is_validated():
+    e = error(GOOD + "reference: os.system('x')\n")
+    assert "unknown name 'os' in reference" in e.message
+    e = error(GOOD + "reference: a.__class__\n")
+    assert "private attributes" in e.message
+    op = parse(GOOD + "reference: torch.add(b, a, alpha=weight)\n")
+    assert op.reference == "torch.add(b, a, alpha=weight)"
+
+
+def test_test_ranges():
+    op = parse(GOOD + "test:\n  ranges:\n    a: [0.1, 2]\n")
+    assert op.test.range("a") == (0.1, 2.0)
+    e = error(GOOD + "test:\n  ranges:\n    a: [2, 1]\n")
+    assert "low < high" in e.message and e.location.line == 12

@@ -1,0 +1,58 @@
+"""Function-schema parsing: the signature language of native_functions.yaml."""
+
+from __future__ import annotations
+
+import pytest
+
+from opgen.schema import FunctionSchema, SchemaError
+
+ROUND_TRIP = [
+    "weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor",
+    "relu(Tensor x) -> Tensor",
+    "gelu(Tensor x, *, str approximate='tanh') -> Tensor",
+    "f(Tensor x, int[2] dims=[0, 1], bool keepdim=False, float? eps=None, Scalar s=2) -> Tensor",
+    "g(Tensor x, Tensor[] xs, Tensor? bias=None, SymInt n=3) -> (Tensor values, Tensor indices)",
+    "h(Tensor(a!) x, float[] w=[0.5, 2.0], int k=-1, float lo=-1e-06) -> Tensor",
+]
+
+
+@pytest.mark.parametrize("text", ROUND_TRIP)
+def test_round_trip(text):
+    schema = FunctionSchema.parse(text)
+    assert FunctionSchema.parse(str(schema)) == schema
+    assert str(FunctionSchema.parse(str(schema))) == str(schema)
+
+
+def test_parts():
+    s = FunctionSchema.parse("weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor")
+    assert s.name == "weighted_sum"
+    assert [a.name for a in s.tensor_inputs] == ["a", "b"]
+    (w,) = s.attributes
+    assert (w.name, w.type.base, w.default, w.kwarg_only) == ("weight", "float", 1.0, True)
+
+
+@pytest.mark.parametrize(
+    "text, col, message",
+    [
+        ("f(Tensor x -> Tensor", 11, "expected ',' or ')'"),
+        ("f(Tensr x) -> Tensor", 2, "unknown type 'Tensr'; types are Tensor, int, float, bool, str, Scalar, SymInt; did you mean 'Tensor'?"),
+        ("f(Tensor x, Tensor x) -> Tensor", 12, "duplicate argument name 'x'"),
+        ("f(Tensor class) -> Tensor", 9, "invalid argument name 'class'"),
+        ("f(Tensor x) -> int", 15, "ops return tensors"),
+        ("f(Tensor x, float w=abc) -> Tensor", 20, "a float default must be a number"),
+        ("f(Tensor x, bool b=1) -> Tensor", 19, "a bool default must be True or False"),
+        ("f(Tensor x, float w=None) -> Tensor", 20, "default None needs an optional type"),
+        ("f(Tensor x, str s='a\"b') -> Tensor", 18, "a str default may contain only letters"),
+        ("f(Tensor x, *) -> Tensor", 12, "'*' must be followed by keyword-only arguments"),
+        ("f(Tensor x) Tensor", 12, "expected '->'"),
+        ("f.out(Tensor x) -> Tensor", 0, "overload names"),
+        ("f(Tensor x, float w=1.0, Tensor y) -> Tensor", 25, "without a default follows one with a default"),
+        ("f(Tensor x) -> Tensor; system('x')", 21, "unexpected character ';'"),
+        ("f(Tensor __x) -> Tensor", 9, "names must start with a letter"),
+    ],
+)
+def test_errors_point_at_the_problem(text, col, message):
+    with pytest.raises(SchemaError) as info:
+        FunctionSchema.parse(text)
+    assert message in info.value.message
+    assert info.value.col == col
