@@ -107,6 +107,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     n = ninja_syntax.Writer(buf, width=120)
     n.comment("Written by `opgen build`; rerun it rather than editing this file.")
     n.variable("ninja_required_version", "1.3")
+    n.variable("builddir", str(build))  # .ninja_log and .ninja_deps live here, whatever the cwd
     n.variable("cxx", " ".join(shlex.quote(c) for c in _compiler()))
     n.variable("cxx_plain", " ".join(shlex.quote(c) for c in shlex.split(os.environ.get("CXX", "c++"))))
     n.variable("common", " ".join(shlex.quote(c) for c in common + have_avx2))

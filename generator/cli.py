@@ -64,11 +64,13 @@ def cmd_build(args, config: ProjectConfig) -> int:
 
 
 def cmd_test(args, config: ProjectConfig) -> int:
-    tests = [str(config.root / "tests")] if (config.root / "tests").is_dir() else []
-    if not tests:
-        raise OpgenError(f"{config.root}/tests not found: nothing to run")
+    """The generic property suite on every spec of the project, then the project's own tests/."""
+    targets = ["--pyargs", "opgen.op_suite"]
+    if (config.root / "tests").is_dir():
+        targets.append(str(config.root / "tests"))
     env = dict(os.environ, OPGEN_PROJECT=str(config.root))
-    proc = subprocess.run([sys.executable, "-m", "pytest", *tests, *args.pytest_args], cwd=config.root, env=env)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *targets, *args.pytest_args],
+                          cwd=config.root, env=env)
     return EXIT_OK if proc.returncode == 0 else EXIT_DIFF
 
 
@@ -107,8 +109,7 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("-v", "--verbose", action="store_true")
     b.add_argument("--debug", action="store_true", help="-O0 -g")
     b.add_argument("--sanitize", metavar="LIST", default=None, help="e.g. address,undefined")
-    t = sub.add_parser("test", help="run the project's tests (arguments after -- go to pytest)")
-    t.add_argument("pytest_args", nargs=argparse.REMAINDER)
+    sub.add_parser("test", help="run the generic op suite and the project's tests/ (other arguments go to pytest)")
     sub.add_parser("list", help="list the ops and their schemas")
     n = sub.add_parser("new", help="write a commented spec to start from")
     n.add_argument("name")
@@ -119,7 +120,11 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parser().parse_args(argv)
+    p = parser()
+    args, extra = p.parse_known_args(argv)
+    if extra and args.command != "test":
+        p.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.pytest_args = [a for a in extra if a != "--"]
     try:
         if args.command == "init":
             return cmd_init(args)

@@ -20,7 +20,7 @@ from .yaml_source import SpecSource
 
 TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "kernel", "gradient", "reference", "test")
 KERNEL_KEYS = ("pointwise",)
-TEST_KEYS = ("ranges",)
+TEST_KEYS = ("ranges", "shapes")
 MAX_DOC_CHARS = 4000
 
 
@@ -72,6 +72,7 @@ class Gradient:
 @dataclass(frozen=True)
 class TestConfig:
     ranges: tuple[tuple[str, float, float], ...] = ()
+    shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # one example shape per tensor input
 
     def range(self, name: str) -> tuple[float, float] | None:
         for n, lo, hi in self.ranges:
@@ -120,8 +121,12 @@ class OpSpec:
             d["gradient"] = "auto" if self.gradient.auto else {n: E.unparse(f) for n, f in self.gradient.formulas}
         if self.reference is not None:
             d["reference"] = self.reference
-        if self.test.ranges:
-            d["test"] = {"ranges": {n: [lo, hi] for n, lo, hi in self.test.ranges}}
+        if self.test.ranges or self.test.shapes:
+            d["test"] = {}
+            if self.test.ranges:
+                d["test"]["ranges"] = {n: [lo, hi] for n, lo, hi in self.test.ranges}
+            if self.test.shapes:
+                d["test"]["shapes"] = {n: list(s) for n, s in self.test.shapes}
         return d
 
 
@@ -404,7 +409,22 @@ class _SpecParser:
                     or not all(math.isfinite(v) for v in r) or not r[0] < r[1]):
                 raise self.err(p, "a range is [low, high] with finite numbers and low < high")
             out.append((name, float(r[0]), float(r[1])))
-        return TestConfig(tuple(sorted(out)))
+        shapes = value.get("shapes", {})
+        if not isinstance(shapes, dict):
+            raise self.err(("test", "shapes"), "'shapes' maps every tensor input to an example shape, e.g. {x: [4, 3]}")
+        example = []
+        for name, shape in shapes.items():
+            p = ("test", "shapes", name)
+            if name not in tensors:
+                raise self.err(p, f"'{name}' is not a tensor input{did_you_mean(name, tensors)}", key=True)
+            if not isinstance(shape, list) or not all(isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 4096 for v in shape) or len(shape) > 8:
+                raise self.err(p, "a shape is a list of at most 8 sizes between 0 and 4096, e.g. [4, 3]")
+            example.append((name, tuple(shape)))
+        if example and len(example) != len(tensors):
+            missing = [t for t in tensors if t not in dict(example)]
+            raise self.err(("test", "shapes"), f"give a shape for every tensor input; missing: {', '.join(missing)}")
+        order = {t: i for i, t in enumerate(tensors)}
+        return TestConfig(tuple(sorted(out)), tuple(sorted(example, key=lambda e: order[e[0]])))
 
 
 _REFERENCE_NODES = (

@@ -4,14 +4,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "generated" / "python"))
+os.environ.setdefault("OPGEN_PROJECT", str(ROOT))  # the project opgen.op_suite tests
 
 
 def pytest_configure(config):
@@ -22,32 +20,4 @@ def pytest_configure(config):
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-@pytest.fixture(scope="session")
-def project_config():
-    from opgen.config import load_config
-
-    return load_config(ROOT)
-
-
-@pytest.fixture(scope="session")
-def shipped_library(project_config):
-    from opgen.library import load_library
-
-    return load_library(project_config)
-
-
-@pytest.fixture(scope="session")
-def built_ops(project_config):
-    """torch.ops.<namespace> of the shipped specs, built incrementally if needed."""
-    if os.environ.get("OPGEN_SKIP_BUILD") != "1":
-        subprocess.run([sys.executable, "-m", "opgen", "--project", str(ROOT), "build"], check=True)
-    import opgen
-
-    return opgen.load(ROOT)
-
-
-@pytest.fixture(scope="session")
-def typed_api(built_ops, project_config):
-    import importlib
-
-    return importlib.import_module(project_config.namespace)
+from opgen.op_suite import built_ops, typed_api  # noqa: E402,F401  (shared session fixtures)

@@ -51,6 +51,10 @@ def test_init_generate_build_load(tmp_path):
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(project)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "user project ok" in proc.stdout
+    # `opgen test`: the generic property suite on the project's own specs
+    suite = subprocess.run([*opgen, "--project", str(project), "test", "-q", "-x"], capture_output=True, text=True)
+    assert suite.returncode == 0, suite.stdout[-4000:] + suite.stderr[-2000:]
+    assert " passed" in suite.stdout and "failed" not in suite.stdout
     # a second build has nothing to do
     again = subprocess.run([*opgen, "--project", str(project), "build"], check=True, capture_output=True, text=True)
     assert "up to date" in again.stdout

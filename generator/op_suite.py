@@ -1,0 +1,281 @@
+"""The property suite every opgen project gets for free: `opgen test` runs it against the
+project's specs and built extension (and this repository's tests run it on the shipped library).
+
+Each op is checked against its float64 reference on broadcast, transposed, sliced, expanded,
+empty, 0-dim and large inputs in every dtype it declares; through `torch.library.opcheck`;
+FakeTensor against CPU metadata; bad calls (dtype, shape, failed checks) for their messages;
+and the DEFAULT and AVX2 kernel builds, each in its own process.
+
+The project is the folder in $OPGEN_PROJECT (default: the current folder). The extension is
+built first (incrementally) unless OPGEN_SKIP_BUILD=1.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from opgen import testing
+from opgen.config import load_config
+from opgen.library import load_library
+from opgen.model import OpSpec
+
+PROJECT = Path(os.environ.get("OPGEN_PROJECT", ".")).resolve()
+_CONFIG = load_config(PROJECT)
+_LIBRARY = load_library(_CONFIG)
+NAMESPACE = _CONFIG.namespace
+OPS = [op.name for op in _LIBRARY.ops]
+DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+@pytest.fixture(scope="session")
+def built_ops():
+    """torch.ops.<namespace> of the project, built incrementally if needed, loaded once."""
+    if os.environ.get("OPGEN_SKIP_BUILD") != "1":
+        subprocess.run([sys.executable, "-m", "opgen", "--project", str(PROJECT), "build"], check=True)
+    import opgen
+
+    return opgen.load(PROJECT)
+
+
+@pytest.fixture(scope="session")
+def typed_api(built_ops):
+    python_dir = str(_CONFIG.output_dir / "python")
+    if python_dir not in sys.path:
+        sys.path.insert(0, python_dir)
+    return importlib.import_module(NAMESPACE)
+
+
+@pytest.fixture(params=OPS)
+def op(request) -> OpSpec:
+    return next(o for o in _LIBRARY.ops if o.name == request.param)
+
+
+def _call_args(op, tensors, attrs):
+    args, kwargs = [], {}
+    for a in op.schema.arguments:
+        value = tensors[a.name] if a.is_tensor else attrs[a.name]
+        if a.kwarg_only:
+            kwargs[a.name] = value
+        else:
+            args.append(value)
+    return tuple(args), kwargs
+
+
+def _sample(op, shapes=None, dtype=torch.float32, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    shapes = shapes or _example_shapes(op)
+    return {a.name: testing.make_tensor(op, a.name, s, dtype, gen) for a, s in zip(op.tensor_inputs, shapes)}
+
+
+def _supports(op, dtype_name):
+    return dtype_name in [d.name for d in op.dtypes]
+
+
+def _float_dtype(op):
+    return next(d for d in ("float32", "float64", "bfloat16", "float16") if _supports(op, d))
+
+def _constrained(op: OpSpec) -> bool:
+    """Shapes are constrained beyond the shape rule (explicit rule or size checks)."""
+    from opgen import expr as E
+
+    return op.shape.kind == "explicit" or any(isinstance(n, E.Method) for c in op.checks for n in E.walk(c.expr))
+
+
+def _example_shapes(op: OpSpec) -> list[tuple[int, ...]]:
+    if op.test.shapes:
+        return [s for _, s in op.test.shapes]
+    return [(3, 4)] * len(op.tensor_inputs)
+
+
+def _shapes(op: OpSpec) -> list[list[tuple[int, ...]]]:
+    """Input shapes per case that satisfy the op's shape rule."""
+    n = len(op.tensor_inputs)
+    if _constrained(op) or op.test.shapes:
+        return [_example_shapes(op)]
+    cases = [[(4, 5)] * n, [()] * n, [(0, 3)] * n, [(2, 1, 3)] * n, [(7,)] * n]
+    if op.shape.kind == "broadcast" and n >= 2:
+        cases += [[(4, 1, 5)] + [(3, 1)] * (n - 1), [(5,)] + [(2, 5)] * (n - 1), [()] + [(3, 2)] * (n - 1),
+                  [(0, 4)] + [(4,)] * (n - 1)]
+    return cases
+
+
+def _run(api, spec: OpSpec, tensors, attrs):
+    args, kwargs = _call_args(spec, tensors, attrs)
+    out = getattr(api, spec.name)(*args, **kwargs)
+    ref_args = [t.to(torch.float64) if torch.is_tensor(t) else t for t in args]
+    ref_kwargs = {k: v.to(torch.float64) if torch.is_tensor(v) else v for k, v in kwargs.items()}
+    expected = testing.reference_fn(NAMESPACE, spec)(*ref_args, **ref_kwargs)
+    return out, torch.as_tensor(expected, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_matches_reference(op, dtype, typed_api):
+    if dtype not in [d.name for d in op.dtypes]:
+        pytest.skip(f"{op.name} does not support {dtype}")
+    gen = torch.Generator().manual_seed(0)
+    for shapes, attrs in itertools.product(_shapes(op), testing.attribute_sets(op)):
+        tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[dtype], gen) for a, s in zip(op.tensor_inputs, shapes)}
+        out, expected = _run(typed_api, op, tensors, attrs)
+        assert out.shape == expected.shape, f"{op.name} {shapes}: shape {out.shape} != {expected.shape}"
+        assert out.dtype == DTYPES[dtype]
+        testing.assert_close_to_reference(out, expected, dtype, f"{op.name} shapes={shapes} attrs={attrs}")
+
+
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded"])
+def test_non_contiguous_inputs(op, layout, typed_api):
+    gen = torch.Generator().manual_seed(1)
+    attrs = testing.attribute_sets(op)[0]
+    shapes = _example_shapes(op) if _constrained(op) else [(6, 9)] * len(op.tensor_inputs)
+    tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[_float_dtype(op)], gen, layout) for a, s in zip(op.tensor_inputs, shapes)}
+    if len(shapes[0]) >= 2 and min(shapes[0]) > 1:
+        assert not next(iter(tensors.values())).is_contiguous()
+    out, expected = _run(typed_api, op, tensors, attrs)
+    testing.assert_close_to_reference(out, expected, _float_dtype(op), f"{op.name} {layout}")
+
+
+def test_every_attribute_set(op, typed_api):
+    gen = torch.Generator().manual_seed(2)
+    for attrs in testing.attribute_sets(op, limit=12):
+        shapes = _example_shapes(op) if _constrained(op) else [(33,)] * len(op.tensor_inputs)
+        tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[_float_dtype(op)], gen) for a, s in zip(op.tensor_inputs, shapes)}
+        out, expected = _run(typed_api, op, tensors, attrs)
+        testing.assert_close_to_reference(out, expected, _float_dtype(op), f"{op.name} attrs={attrs}")
+
+
+def test_large_input_uses_parallel_vector_path(op, typed_api):
+    gen = torch.Generator().manual_seed(3)
+    attrs = testing.attribute_sets(op)[0]
+    shapes = _example_shapes(op) if _constrained(op) else [(257, 1031)] * len(op.tensor_inputs)
+    tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[_float_dtype(op)], gen) for a, s in zip(op.tensor_inputs, shapes)}
+    out, expected = _run(typed_api, op, tensors, attrs)
+    testing.assert_close_to_reference(out, expected, _float_dtype(op), f"{op.name} large")
+
+
+def test_mixed_dtypes_promote_like_torch(op, typed_api):
+    if _constrained(op) or len(op.tensor_inputs) < 2 or not all(_supports(op, d) for d in ("float16", "float32", "float64")):
+        pytest.skip("needs two tensor inputs and float16/32/64")
+    gen = torch.Generator().manual_seed(4)
+    attrs = testing.attribute_sets(op)[0]
+    names = [a.name for a in op.tensor_inputs]
+    tensors = {n: testing.make_tensor(op, n, (3, 4), torch.float32 if i == 0 else torch.float64, gen) for i, n in enumerate(names)}
+    out, expected = _run(typed_api, op, tensors, attrs)
+    assert out.dtype == torch.float64
+    # a 0-dim float64 tensor does not promote a float16 tensor, as in torch
+    tensors = {n: testing.make_tensor(op, n, (3, 4) if i == 0 else (), torch.float16 if i == 0 else torch.float64, gen)
+               for i, n in enumerate(names)}
+    out, expected = _run(typed_api, op, tensors, attrs)
+    assert out.dtype == torch.float16
+    testing.assert_close_to_reference(out, expected, "float16", f"{op.name} 0-dim promotion")
+
+
+def test_opcheck(op, built_ops):
+    overload = getattr(built_ops, op.name).default
+    broadcast = [(2, 1, 4)] + [(3, 1)] * (len(op.tensor_inputs) - 1)
+    for shapes in ((None,) if _constrained(op) else (None, broadcast, [()] * len(op.tensor_inputs))):
+        for attrs in testing.attribute_sets(op, limit=2):
+            args, kwargs = _call_args(op, _sample(op, shapes, DTYPES[_float_dtype(op)]), attrs)
+            torch.library.opcheck(overload, args, kwargs)
+
+
+def test_fake_tensor_matches_cpu(op, built_ops):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    overload = getattr(built_ops, op.name).default
+    attrs = testing.attribute_sets(op)[0]
+    tensors = _sample(op, None if _constrained(op) else [(5, 1, 3)] + [(4, 1)] * (len(op.tensor_inputs) - 1),
+                      DTYPES[_float_dtype(op)])
+    real = overload(*_call_args(op, tensors, attrs)[0], **_call_args(op, tensors, attrs)[1])
+    with FakeTensorMode() as mode:
+        fake_tensors = {k: mode.from_tensor(v) for k, v in tensors.items()}
+        args, kwargs = _call_args(op, fake_tensors, attrs)
+        fake = overload(*args, **kwargs)
+    assert (fake.shape, fake.dtype, fake.stride()) == (real.shape, real.dtype, real.stride())
+
+
+
+# ---- bad calls ------------------------------------------------------------------------------
+
+
+def test_wrong_dtype_names_op_and_argument(op, built_ops):
+    overload = getattr(built_ops, op.name).default
+    attrs = testing.attribute_sets(op)[0]
+    first = op.tensor_inputs[0].name
+    tensors = _sample(op, dtype=DTYPES[_float_dtype(op)])
+    tensors[first] = torch.arange(12).reshape(3, 4)
+    args, kwargs = _call_args(op, tensors, attrs)
+    with pytest.raises(TypeError, match=rf"{NAMESPACE}\.{op.name}\(\): argument '{first}' has dtype torch\.int64"):
+        overload(*args, **kwargs)
+
+
+def test_broadcast_violation_names_argument(op, built_ops):
+    overload = getattr(built_ops, op.name).default
+    attrs = testing.attribute_sets(op)[0]
+    if len(op.tensor_inputs) < 2 or _constrained(op):
+        pytest.skip("needs two tensor inputs and no size constraints beyond broadcasting")
+    tensors = _sample(op, [(3, 4)] + [(5,)] * (len(op.tensor_inputs) - 1), DTYPES[_float_dtype(op)])
+    args, kwargs = _call_args(op, tensors, attrs)
+    second = op.tensor_inputs[1].name
+    with pytest.raises(RuntimeError, match=rf"{NAMESPACE}\.{op.name}\(\): argument '{second}' has shape \[5\]"):
+        overload(*args, **kwargs)
+
+
+def test_failed_checks_name_the_condition(op, built_ops):
+    overload = getattr(built_ops, op.name).default
+    bad = testing.invalid_attribute_sets(op)
+    if not op.checks:
+        pytest.skip("no checks")
+    assert bad, f"could not build a violating call for {op.name}'s checks"
+    for attrs, text in bad:
+        args, kwargs = _call_args(op, _sample(op, dtype=DTYPES[_float_dtype(op)]), attrs)
+        with pytest.raises(ValueError) as info:
+            overload(*args, **kwargs)
+        assert f"{NAMESPACE}.{op.name}(): check '{text}' failed" in str(info.value)
+
+
+# ---- both kernel builds ----------------------------------------------------------------------
+
+_CAPABILITY_SCRIPT = r"""
+import sys, torch
+sys.path.insert(0, {python!r})
+import opgen
+from opgen import testing
+from opgen.config import load_config
+from opgen.library import load_library
+cfg = load_config({root!r})
+opgen.load({root!r})
+import importlib
+api = importlib.import_module(cfg.namespace)
+from torch._C import _get_cpu_capability
+print("capability", _get_cpu_capability())
+gen = torch.Generator().manual_seed(0)
+for op in load_library(cfg).ops:
+    attrs = testing.attribute_sets(op)[0]
+    for name in [d.name for d in op.dtypes if d.name in ("float32", "bfloat16", "float64")]:
+        dtype = getattr(torch, name)
+        shapes = [s for _, s in op.test.shapes] or [(37, 29)] * len(op.tensor_inputs)
+        tensors = [testing.make_tensor(op, a.name, s, dtype, gen) for a, s in zip(op.tensor_inputs, shapes)]
+        kwargs = {{a.name: attrs[a.name] for a in op.attributes}}
+        out = getattr(api, op.name)(*tensors, **kwargs)
+        ref = testing.reference_fn(cfg.namespace, op)(*[t.double() for t in tensors], **kwargs)
+        testing.assert_close_to_reference(out, ref, name, op.name)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("capability", ["default", "avx2"])
+def test_each_cpu_capability_kernel(capability, built_ops):
+    if capability == "avx2" and "AVX2" not in torch.backends.cpu.get_cpu_capability() and "AVX512" not in torch.backends.cpu.get_cpu_capability():
+        pytest.skip("this CPU has no AVX2")
+    script = _CAPABILITY_SCRIPT.format(python=str(_CONFIG.output_dir / "python"), root=str(PROJECT))
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
+    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"capability {capability.upper()}" in proc.stdout and "ok" in proc.stdout
