@@ -96,7 +96,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     torch_cflags, ldflags = _torch_flags()
     opt = ["-O0", "-g"] if debug else ["-O3", "-DNDEBUG"]
     san = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"] if sanitize else []
-    common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi",
+    common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi", "-Wno-maybe-uninitialized",
               "-Werror", *opt, *san, *torch_cflags]
     caps = capabilities()
     have_avx2 = ["-DOPGEN_HAVE_AVX2"] if "AVX2" in caps else []
@@ -118,22 +118,31 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
            depfile="$out.d", deps="gcc", description="CXX $capname $label")
     n.rule("link", "$cxx_plain -shared $in -o $out $ldflags", description="LINK $out")
 
+    # One precompiled header per (capability, header): kernels per capability; op definitions
+    # with the light runtime header; autograd wrappers with the heavier autograd header.
+    pch: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def precompiled(cap: str, header_name: str) -> tuple[str, str]:
+        if (cap, header_name) not in pch:
+            folder = build / "pch" / cap / Path(header_name).stem
+            folder.mkdir(parents=True, exist_ok=True)
+            header = folder / header_name
+            _write_if_changed(header, f'#include "{csrc / header_name}"\n')
+            gch = f"{header}.gch"
+            n.build(gch, "pch", str(header), variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap})
+            pch[(cap, header_name)] = (str(header), gch)
+        return pch[(cap, header_name)]
+
     objects: list[str] = []
-    for cap in caps:
-        capflags = " ".join(CAPABILITY_FLAGS[cap])
-        pch_dir = build / "pch" / cap
-        pch_dir.mkdir(parents=True, exist_ok=True)
-        header = pch_dir / "opgen_pch.h"
-        _write_if_changed(header, f'#include "{csrc / "opgen_pch.h"}"\n')
-        gch = f"{header}.gch"
-        n.build(gch, "pch", str(header), variables={"capflags": capflags, "capname": cap})
-        for src in _sources(config):
-            is_kernel = src.startswith("csrc/kernels/")
-            if cap != "DEFAULT" and not is_kernel:
-                continue
+    for src in _sources(config):
+        kind = src.split("/")[1] if src.count("/") >= 2 else "library"
+        header_name = "opgen_autograd.h" if kind == "autograd" else "opgen_pch.h"
+        for cap in caps if kind == "kernels" else ["DEFAULT"]:
+            header, gch = precompiled(cap, header_name)
             obj = str(build / "obj" / cap / (src + ".o"))
             n.build(obj, "cxx", str(csrc.parent / src), implicit=[gch],
-                    variables={"capflags": capflags, "capname": cap, "pch_header": str(header), "label": src})
+                    variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap, "pch_header": header,
+                               "label": src})
             objects.append(obj)
     n.build(str(library_path(config)), "link", objects)
     n.default(str(library_path(config)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from .library import Library
-from .dest import docs, kernel_cpu, op_cpp, python_api, runtime
+from .dest import autograd_cpp, docs, kernel_cpu, op_cpp, python_api, runtime
 from .dest.files import GeneratedFile
 
 MANIFEST = "opgen-manifest.json"
@@ -20,6 +20,9 @@ def generate_files(lib: Library) -> dict[str, str]:
     for op in lib.ops:
         files.append(op_cpp.emit(op, lib))
         files.append(kernel_cpu.emit(op, lib))
+        autograd = autograd_cpp.emit(op, lib)
+        if autograd is not None:
+            files.append(autograd)
         files += python_api.emit_op(op, lib)
         files.append(docs.emit_op(op, lib))
     out = {f.path: f.content for f in files}

@@ -22,9 +22,14 @@ from .cpp import float_literal, string_literal
 @dataclass
 class KernelCode:
     params: list[str]  # tensor-element parameters, in iterator input order
-    body: str  # C++ expression over params, hoisted numbers (_u<i>) and conditions (_c<i>)
+    bodies: list[str]  # one C++ expression per output, over params, _u<i> and _c<i>
     hoisted_numbers: list[str] = field(default_factory=list)  # C++ (double) expressions for _u<i>
     hoisted_conditions: list[str] = field(default_factory=list)  # C++ bool expressions for _c<i>
+
+    @property
+    def body(self) -> str:
+        (only,) = self.bodies
+        return only
 
 
 class _KernelPrinter:
@@ -76,10 +81,11 @@ class _KernelPrinter:
         return f"{prefix}{table.index(code)}"
 
 
-def kernel_code(e: E.Expr, scope: E.Scope, tensor_params: list[str]) -> KernelCode:
+def kernel_code(exprs: E.Expr | list[E.Expr], scope: E.Scope, tensor_params: list[str]) -> KernelCode:
+    """C++ for one or several element expressions that share their hoisted per-call values."""
     p = _KernelPrinter(scope, tensor_params)
-    body = p.element(e)
-    return KernelCode(tensor_params, body, p.numbers, p.conditions)
+    bodies = [p.element(e) for e in (exprs if isinstance(exprs, list) else [exprs])]
+    return KernelCode(tensor_params, bodies, p.numbers, p.conditions)
 
 
 def uniform(e: E.Expr, scope: E.Scope) -> str:

@@ -1,21 +1,35 @@
-"""csrc/kernels/<op>_cpu.cpp: the vectorized pointwise loop, built per CPU capability."""
+"""csrc/kernels/<op>_cpu.cpp: the vectorized pointwise loops (forward, fused backward),
+built once per CPU capability."""
 
 from __future__ import annotations
+
+from dataclasses import dataclass
 
 from .. import expr as E
 from ..api import cpp_expr
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
+from . import backward
 from . import op_context as ctx
 from .files import GeneratedFile
 
 TEMPLATE = "csrc/kernels/op_cpu.cpp.j2"
 
 
-def emit(op: OpSpec, lib: Library) -> GeneratedFile:
-    tensors = [a.name for a in op.tensor_inputs]
-    code = cpp_expr.kernel_code(op.kernel.expr, ctx.kernel_scope(op), tensors)
+@dataclass(frozen=True)
+class Loop:
+    name: str
+    attrs: list[ctx.KernelAttr]
+    code: cpp_expr.KernelCode
+    calls: dict[str, str]
+    lambda_params: str
+    scalar_params: str
+    vec_params: str
+
+
+def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr]) -> Loop:
+    tensors = code.params
     hoisted = [f"_u{i}" for i in range(len(code.hoisted_numbers))]
 
     def call(elements: list[str], suffix: str) -> str:
@@ -28,18 +42,23 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         "reduced_vec0": call([f"_{t}_lo" for t in tensors], "v"),
         "reduced_vec1": call([f"_{t}_hi" for t in tensors], "v"),
     }
-    lambda_params = ", ".join(f"[[maybe_unused]] auto {p}" for p in tensors + hoisted)
-    text = render(
-        TEMPLATE,
-        op=op,
-        ns=lib.namespace,
-        qualified_name=ctx.qualified_name(lib.namespace, op),
-        kernel_text=op.kernel.text,
-        kernel_attrs=ctx.kernel_attrs(op, E.names_in(op.kernel.expr)),
+    return Loop(
+        name=name,
+        attrs=attrs,
         code=code,
         calls=calls,
-        lambda_params=lambda_params,
+        lambda_params=", ".join(f"[[maybe_unused]] auto {p}" for p in tensors + hoisted),
         scalar_params=", ".join(f"scalar_t {t}" for t in tensors),
         vec_params=", ".join(f"_vec {t}" for t in tensors),
     )
+
+
+def emit(op: OpSpec, lib: Library) -> GeneratedFile:
+    tensors = [a.name for a in op.tensor_inputs]
+    forward = cpp_expr.kernel_code(op.kernel.expr, ctx.kernel_scope(op), tensors)
+    loops = [loop(op.name, forward, ctx.kernel_attrs(op, E.names_in(op.kernel.expr)))]
+    plan = backward.plan(op)
+    if plan is not None:
+        loops.append(loop(plan.name, backward.kernel_code(op, plan), list(plan.kernel_attrs)))
+    text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops)
     return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)

@@ -7,6 +7,7 @@ from ..api import cpp, cpp_expr
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
+from . import backward
 from . import op_context as ctx
 from .files import GeneratedFile
 
@@ -19,6 +20,13 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
     kernel_call = ", ".join(
         f"{a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else a.name for a in attrs)
     scope = ctx.check_scope(op)
+    bw = backward.plan(op)
+    kernels = [{"name": op.name, "attrs": attrs}]
+    bw_kernel_call = ""
+    if bw is not None:
+        kernels.append({"name": bw.name, "attrs": list(bw.kernel_attrs)})
+        bw_kernel_call = "".join(
+            f", {a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else f", {a.name}" for a in bw.kernel_attrs)
     text = render(
         TEMPLATE,
         op=op,
@@ -32,7 +40,9 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         shape_text=str(op.shape),
         shape_sizes=[cpp_expr.symbolic(s, scope) if any(isinstance(n, E.Method) for n in E.walk(s))
                      else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in op.shape.sizes],
-        kernel_attrs=attrs,
+        kernels=kernels,
+        bw=bw,
+        bw_kernel_call=bw_kernel_call,
         kernel_call=("".join(", " + a for a in kernel_call.split(", ")) if kernel_call else ""),
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)

@@ -8,11 +8,13 @@
 namespace opgen_ops::cpu {
 namespace DEFAULT {
 void add_kernel(at::TensorIteratorBase& _iter, double alpha);
-}
+void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
+}  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void add_kernel(at::TensorIteratorBase& _iter, double alpha);
-}
+void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
+}  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
 
@@ -64,16 +66,63 @@ at::Tensor add_meta(const at::Tensor& a, const at::Tensor& b, double alpha) {
   return add_prepare(a, b, alpha);
 }
 
+
+// add_backward: every input's gradient in one fused pass over the output's elements, then
+// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+namespace {
+
+constexpr const char* _bw_op = "opgen_ops.add_backward";
+
+at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+  opgen::check_defined(grad, _bw_op, "grad");
+  const at::ScalarType _dtype = opgen::result_type({ grad });
+  TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
+  return _dtype;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> add_backward_cpu(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+  const at::ScalarType _dtype = add_backward_check(grad, alpha, a__shape, b__shape);
+  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  auto _iter = at::TensorIteratorConfig()
+                   .add_output(_g0)
+                   .add_output(_g1)
+                   .add_const_input(grad)
+                   .promote_inputs_to_common_dtype(true)
+                   .build();
+  if (grad.numel() > 0) {
+    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::add_backward_kernel :
+#else
+      &cpu::DEFAULT::add_backward_kernel :
+#endif
+      &cpu::DEFAULT::add_backward_kernel;
+    _kernel(_iter, alpha);
+  }
+  return std::make_tuple(at::sum_to(_g0, a__shape), at::sum_to(_g1, b__shape));
+}
+
+std::tuple<at::Tensor, at::Tensor> add_backward_meta(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+  const at::ScalarType _dtype = add_backward_check(grad, alpha, a__shape, b__shape);
+  return std::make_tuple(at::empty_symint(a__shape, grad.options().dtype(_dtype)), at::empty_symint(b__shape, grad.options().dtype(_dtype)));
+}
+
 }  // namespace opgen_ops
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("add_backward(Tensor grad, float alpha, SymInt[] a__shape, SymInt[] b__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("add", &opgen_ops::add_cpu);
+  m.impl("add_backward", &opgen_ops::add_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("add", &opgen_ops::add_meta);
+  m.impl("add_backward", &opgen_ops::add_backward_meta);
 }

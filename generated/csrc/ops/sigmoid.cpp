@@ -8,11 +8,13 @@
 namespace opgen_ops::cpu {
 namespace DEFAULT {
 void sigmoid_kernel(at::TensorIteratorBase& _iter);
-}
+void sigmoid_backward_kernel(at::TensorIteratorBase& _iter);
+}  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void sigmoid_kernel(at::TensorIteratorBase& _iter);
-}
+void sigmoid_backward_kernel(at::TensorIteratorBase& _iter);
+}  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
 
@@ -58,16 +60,64 @@ at::Tensor sigmoid_meta(const at::Tensor& x) {
   return sigmoid_prepare(x);
 }
 
+
+// sigmoid_backward: every input's gradient in one fused pass over the output's elements, then
+// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+namespace {
+
+constexpr const char* _bw_op = "opgen_ops.sigmoid_backward";
+
+at::ScalarType sigmoid_backward_check(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
+  opgen::check_defined(grad, _bw_op, "grad");
+  opgen::check_defined(result, _bw_op, "result");
+  opgen::check_same_device(result, grad, _bw_op, "result", "grad");
+  const at::ScalarType _dtype = opgen::result_type({ grad, result });
+  TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
+  return _dtype;
+}
+
+}  // namespace
+
+at::Tensor sigmoid_backward_cpu(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
+  const at::ScalarType _dtype = sigmoid_backward_check(grad, result, x__shape);
+  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  auto _iter = at::TensorIteratorConfig()
+                   .add_output(_g0)
+                   .add_const_input(grad)
+                   .add_const_input(result)
+                   .promote_inputs_to_common_dtype(true)
+                   .build();
+  if (grad.numel() > 0) {
+    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::sigmoid_backward_kernel :
+#else
+      &cpu::DEFAULT::sigmoid_backward_kernel :
+#endif
+      &cpu::DEFAULT::sigmoid_backward_kernel;
+    _kernel(_iter);
+  }
+  return at::sum_to(_g0, x__shape);
+}
+
+at::Tensor sigmoid_backward_meta(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
+  const at::ScalarType _dtype = sigmoid_backward_check(grad, result, x__shape);
+  return at::empty_symint(x__shape, grad.options().dtype(_dtype));
+}
+
 }  // namespace opgen_ops
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("sigmoid(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("sigmoid_backward(Tensor grad, Tensor result, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("sigmoid", &opgen_ops::sigmoid_cpu);
+  m.impl("sigmoid_backward", &opgen_ops::sigmoid_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("sigmoid", &opgen_ops::sigmoid_meta);
+  m.impl("sigmoid_backward", &opgen_ops::sigmoid_backward_meta);
 }

@@ -8,11 +8,13 @@
 namespace opgen_ops::cpu {
 namespace DEFAULT {
 void softplus_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
-}
+void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+}  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void softplus_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
-}
+void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+}  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
 
@@ -59,16 +61,64 @@ at::Tensor softplus_meta(const at::Tensor& x, double beta, double threshold) {
   return softplus_prepare(x, beta, threshold);
 }
 
+
+// softplus_backward: every input's gradient in one fused pass over the output's elements, then
+// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+namespace {
+
+constexpr const char* _bw_op = "opgen_ops.softplus_backward";
+
+at::ScalarType softplus_backward_check(const at::Tensor& grad, const at::Tensor& x, double beta, double threshold, c10::SymIntArrayRef x__shape) {
+  opgen::check_defined(grad, _bw_op, "grad");
+  opgen::check_defined(x, _bw_op, "x");
+  opgen::check_same_device(x, grad, _bw_op, "x", "grad");
+  const at::ScalarType _dtype = opgen::result_type({ grad, x });
+  TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
+  return _dtype;
+}
+
+}  // namespace
+
+at::Tensor softplus_backward_cpu(const at::Tensor& grad, const at::Tensor& x, double beta, double threshold, c10::SymIntArrayRef x__shape) {
+  const at::ScalarType _dtype = softplus_backward_check(grad, x, beta, threshold, x__shape);
+  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  auto _iter = at::TensorIteratorConfig()
+                   .add_output(_g0)
+                   .add_const_input(grad)
+                   .add_const_input(x)
+                   .promote_inputs_to_common_dtype(true)
+                   .build();
+  if (grad.numel() > 0) {
+    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::softplus_backward_kernel :
+#else
+      &cpu::DEFAULT::softplus_backward_kernel :
+#endif
+      &cpu::DEFAULT::softplus_backward_kernel;
+    _kernel(_iter, beta, threshold);
+  }
+  return at::sum_to(_g0, x__shape);
+}
+
+at::Tensor softplus_backward_meta(const at::Tensor& grad, const at::Tensor& x, double beta, double threshold, c10::SymIntArrayRef x__shape) {
+  const at::ScalarType _dtype = softplus_backward_check(grad, x, beta, threshold, x__shape);
+  return at::empty_symint(x__shape, grad.options().dtype(_dtype));
+}
+
 }  // namespace opgen_ops
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("softplus(Tensor x, *, float beta=1.0, float threshold=20.0) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("softplus_backward(Tensor grad, Tensor x, float beta, float threshold, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("softplus", &opgen_ops::softplus_cpu);
+  m.impl("softplus_backward", &opgen_ops::softplus_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("softplus", &opgen_ops::softplus_meta);
+  m.impl("softplus_backward", &opgen_ops::softplus_backward_meta);
 }

@@ -1,0 +1,204 @@
+"""Symbolic differentiation of the expression IR, and the gradient formulas of an op.
+
+``derivative(e, x)`` is d e / d x by the chain rule over the IR, with ATen's subgradient
+conventions: ``abs`` uses sign(x) (0 at 0), ``minimum``/``maximum`` split the gradient evenly
+on ties, ``clamp`` passes it where ``lo <= x <= hi``, comparisons and ``floor``/``ceil`` have
+zero derivative. Results are simplified (constants folded, zeros dropped) so derived formulas
+read like hand-written ones.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import expr as E
+from .model import OpSpec
+
+ZERO, ONE = E.Num(0), E.Num(1)
+
+
+def _is(e: E.Expr, v: float) -> bool:
+    return isinstance(e, E.Num) and e.value == v
+
+
+def add(a: E.Expr, b: E.Expr) -> E.Expr:
+    if _is(a, 0):
+        return b
+    if _is(b, 0):
+        return a
+    if isinstance(a, E.Num) and isinstance(b, E.Num):
+        return E.Num(a.value + b.value)
+    if isinstance(b, E.Unary) and b.op == "-":
+        return sub(a, b.operand)
+    return E.Binary("+", a, b)
+
+
+def sub(a: E.Expr, b: E.Expr) -> E.Expr:
+    if _is(b, 0):
+        return a
+    if _is(a, 0):
+        return neg(b)
+    if isinstance(a, E.Num) and isinstance(b, E.Num):
+        return E.Num(a.value - b.value)
+    return E.Binary("-", a, b)
+
+
+def mul(a: E.Expr, b: E.Expr) -> E.Expr:
+    if _is(a, 0) or _is(b, 0):
+        return ZERO
+    if _is(a, 1):
+        return b
+    if _is(b, 1):
+        return a
+    if _is(a, -1):
+        return neg(b)
+    if _is(b, -1):
+        return neg(a)
+    if isinstance(a, E.Num) and isinstance(b, E.Num):
+        return E.Num(a.value * b.value)
+    return E.Binary("*", a, b)
+
+
+def div(a: E.Expr, b: E.Expr) -> E.Expr:
+    if _is(a, 0):
+        return ZERO
+    if _is(b, 1):
+        return a
+    return E.Binary("/", a, b)
+
+
+def neg(a: E.Expr) -> E.Expr:
+    if isinstance(a, E.Num):
+        return E.Num(-a.value)
+    if isinstance(a, E.Unary) and a.op == "-":
+        return a.operand
+    return E.Unary("-", a)
+
+
+def where(c: E.Expr, a: E.Expr, b: E.Expr) -> E.Expr:
+    if a == b:
+        return a
+    return E.Call("where", (c, a, b))
+
+
+def call(fn: str, *args: E.Expr) -> E.Expr:
+    return E.Call(fn, tuple(args))
+
+
+def depends_on(e: E.Expr, name: str) -> bool:
+    return name in E.names_in(e)
+
+
+def derivative(e: E.Expr, x: str) -> E.Expr:
+    """d e / d x, where x names a tensor input (element-wise)."""
+    if not depends_on(e, x):
+        return ZERO
+    if isinstance(e, E.Name):
+        return ONE
+    if isinstance(e, E.Unary):
+        return neg(derivative(e.operand, x))
+    if isinstance(e, E.Binary):
+        a, b = e.lhs, e.rhs
+        da, db = derivative(a, x), derivative(b, x)
+        if e.op == "+":
+            return add(da, db)
+        if e.op == "-":
+            return sub(da, db)
+        if e.op == "*":
+            return add(mul(da, b), mul(a, db))
+        if e.op == "/":
+            if _is(db, 0):
+                return div(da, b)
+            return div(sub(mul(da, b), mul(a, db)), mul(b, b))
+        if e.op == "**":
+            return _power(a, b, da, db)
+    if isinstance(e, E.Call):
+        return _call(e, x)
+    if isinstance(e, (E.Compare, E.BoolOp, E.In)):
+        return ZERO
+    raise ValueError(f"cannot differentiate {E.unparse(e)}")
+
+
+def _power(a: E.Expr, b: E.Expr, da: E.Expr, db: E.Expr) -> E.Expr:
+    if _is(db, 0):  # a ** n
+        if isinstance(b, E.Num):
+            n = b.value
+            lowered = ONE if n == 1 else (a if n == 2 else E.Binary("**", a, E.Num(n - 1)))
+            return mul(mul(E.Num(n), lowered), da)
+        return mul(mul(b, E.Binary("**", a, sub(b, ONE))), da)
+    # a ** b = exp(b log a)
+    return mul(E.Binary("**", a, b), add(mul(db, call("log", a)), div(mul(b, da), a)))
+
+
+def _call(e: E.Call, x: str) -> E.Expr:
+    args = e.args
+    d = [derivative(a, x) for a in args]
+    u = args[0]
+    du = d[0]
+    fn = e.fn
+    if fn == "exp":
+        return mul(e, du)
+    if fn == "log":
+        return div(du, u)
+    if fn == "log1p":
+        return div(du, add(ONE, u))
+    if fn == "expm1":
+        return mul(call("exp", u), du)
+    if fn == "sqrt":
+        return div(du, mul(E.Num(2), e))
+    if fn == "rsqrt":
+        return mul(mul(E.Num(-0.5), div(e, u)), du)
+    if fn == "sin":
+        return mul(call("cos", u), du)
+    if fn == "cos":
+        return neg(mul(call("sin", u), du))
+    if fn == "tan":
+        return mul(add(ONE, mul(e, e)), du)
+    if fn == "tanh":
+        return mul(sub(ONE, mul(e, e)), du)
+    if fn == "sigmoid":
+        return mul(mul(e, sub(ONE, e)), du)
+    if fn == "erf":
+        return mul(mul(E.Num(2 / math.sqrt(math.pi)), call("exp", neg(mul(u, u)))), du)
+    if fn == "abs":
+        sign = where(E.Compare(">", u, ZERO), ONE, where(E.Compare("<", u, ZERO), E.Num(-1), ZERO))
+        return mul(sign, du)
+    if fn in ("floor", "ceil"):
+        return ZERO
+    if fn in ("minimum", "maximum"):
+        a, b = args
+        wins = "<" if fn == "minimum" else ">"
+        share_a = where(E.Compare(wins, a, b), ONE, where(E.Compare("==", a, b), E.Num(0.5), ZERO))
+        share_b = where(E.Compare(wins, b, a), ONE, where(E.Compare("==", a, b), E.Num(0.5), ZERO))
+        return add(mul(share_a, d[0]), mul(share_b, d[1]))
+    if fn == "clamp":
+        v, lo, hi = args
+        inside = where(E.Compare(">=", v, lo), where(E.Compare("<=", v, hi), d[0], ZERO), ZERO)
+        below = where(E.Compare("<", v, lo), d[1], ZERO)
+        above = where(E.Compare(">", v, hi), d[2], ZERO)
+        return add(add(inside, below), above)
+    if fn == "where":
+        return where(args[0], d[1], d[2])
+    if fn == "pow":
+        return _power(args[0], args[1], d[0], d[1])
+    raise ValueError(f"no derivative for {fn}()")
+
+
+def derived_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
+    """grad * d(kernel)/d(input) for every tensor input the kernel depends on."""
+    grad = E.Name("grad")
+    out = []
+    for a in op.tensor_inputs:
+        d = derivative(op.kernel.expr, a.name)
+        if not _is(d, 0):
+            out.append((a.name, mul(grad, d)))
+    return tuple(out)
+
+
+def gradient_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
+    """The formulas the backward uses: the spec's, or derived when it says ``auto``."""
+    if op.gradient is None:
+        return ()
+    if op.gradient.auto:
+        return derived_formulas(op)
+    return op.gradient.formulas
