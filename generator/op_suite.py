@@ -279,3 +279,130 @@ def test_each_cpu_capability_kernel(capability, built_ops):
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"capability {capability.upper()}" in proc.stdout and "ok" in proc.stdout
+
+
+# ---- gradients ----------------------------------------------------------------------------
+
+
+def _differentiable(op) -> list[str]:
+    from opgen.derivatives import gradient_formulas
+
+    return [n for n, _ in gradient_formulas(op)]
+
+
+def _grad_case(op, shapes, layout="contiguous", seed=5):
+    """float64 inputs, differentiable ones requiring grad; attributes from the first valid set."""
+    gen = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for a, s in zip(op.tensor_inputs, shapes):
+        t = testing.make_tensor(op, a.name, s, torch.float64, gen, layout)
+        tensors[a.name] = t.detach().requires_grad_(a.name in _differentiable(op))
+    return tensors
+
+
+def _grad_shapes(op):
+    if _constrained(op) or op.test.shapes:
+        return [_example_shapes(op)]
+    n = len(op.tensor_inputs)
+    cases = [[(3, 4)] * n]
+    if op.shape.kind == "broadcast" and n >= 2:
+        cases.append([(2, 1, 4)] + [(3, 1)] * (n - 1))
+    return cases
+
+
+def _needs_gradient(op):
+    if op.gradient is None:
+        pytest.skip(f"{op.name} has no gradient")
+
+
+def _fn(built_ops, op, attrs):
+    overload = getattr(built_ops, op.name).default
+    names = [a.name for a in op.tensor_inputs]
+
+    def call(*tensors):
+        args, kwargs = _call_args(op, dict(zip(names, tensors)), attrs)
+        return overload(*args, **kwargs)
+
+    return call
+
+
+def test_gradcheck(op, built_ops):
+    _needs_gradient(op)
+    for attrs in testing.attribute_sets(op, limit=2):
+        for shapes in _grad_shapes(op):
+            for layout in ("contiguous", "transposed"):
+                tensors = _grad_case(op, shapes, layout)
+                assert torch.autograd.gradcheck(_fn(built_ops, op, attrs), tuple(tensors.values()))
+
+
+def test_gradgradcheck(op, built_ops):
+    _needs_gradient(op)
+    attrs = testing.attribute_sets(op)[0]
+    for shapes in _grad_shapes(op):
+        tensors = _grad_case(op, shapes)
+        assert torch.autograd.gradgradcheck(_fn(built_ops, op, attrs), tuple(tensors.values()))
+
+
+def test_opcheck_with_grad(op, built_ops):
+    _needs_gradient(op)
+    overload = getattr(built_ops, op.name).default
+    attrs = testing.attribute_sets(op)[0]
+    for shapes in _grad_shapes(op):
+        args, kwargs = _call_args(op, _grad_case(op, shapes), attrs)
+        torch.library.opcheck(overload, args, kwargs)
+
+
+def test_gradients_have_input_shape_and_dtype(op, built_ops):
+    _needs_gradient(op)
+    attrs = testing.attribute_sets(op)[0]
+    shapes = _grad_shapes(op)[-1]
+    dtypes = [d for d in ("float32", "float64") if _supports(op, d)]
+    gen = torch.Generator().manual_seed(6)
+    tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[dtypes[i % len(dtypes)]], gen).requires_grad_(a.name in _differentiable(op))
+               for i, (a, s) in enumerate(zip(op.tensor_inputs, shapes))}
+    out = _fn(built_ops, op, attrs)(*tensors.values())
+    out.backward(torch.ones_like(out))
+    for name in _differentiable(op):
+        t = tensors[name]
+        assert t.grad is not None and t.grad.shape == t.shape and t.grad.dtype == t.dtype, name
+
+
+def test_compiled_backward_matches_eager(op, built_ops):
+    _needs_gradient(op)
+    attrs = testing.attribute_sets(op)[0]
+    shapes = _grad_shapes(op)[-1]
+    eager = _grad_case(op, shapes)
+    traced = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in eager.items()}
+    fn = _fn(built_ops, op, attrs)
+    fn(*eager.values()).sum().backward()
+    torch.compile(lambda *t: fn(*t).sum(), backend="aot_eager", fullgraph=True)(*traced.values()).backward()
+    for name in _differentiable(op):
+        torch.testing.assert_close(traced[name].grad, eager[name].grad)
+
+
+def test_explicit_formulas_agree_with_derived(op):
+    """A spec's hand-written gradient formulas against symbolic differentiation of its kernel."""
+    from opgen.api import python
+    from opgen.derivatives import derived_formulas
+    from opgen.dest.backward import scope
+
+    if op.gradient is None or op.gradient.auto:
+        pytest.skip("no explicit formulas")
+    derived = dict(derived_formulas(op))
+    kernel_scope = scope(op)
+    gen = torch.Generator().manual_seed(7)
+    for attrs in testing.attribute_sets(op, limit=4):
+        env = {"torch": torch, "_t": lambda v: torch.as_tensor(v, dtype=torch.float64), **attrs}
+        env.update({a.name: testing.make_tensor(op, a.name, (257,), torch.float64, gen) for a in op.tensor_inputs})
+        env["grad"] = torch.rand(257, generator=gen, dtype=torch.float64) * 2 - 1
+        env["result"] = eval(python.reference(op.kernel.expr, kernel_scope), env)  # noqa: S307 (printed from our IR)
+        for name, formula in op.gradient.formulas:
+            got = eval(python.reference(formula, kernel_scope), env)  # noqa: S307
+            want = eval(python.reference(derived.get(name, E_ZERO), kernel_scope), env)  # noqa: S307
+            torch.testing.assert_close(torch.as_tensor(got).expand(257), torch.as_tensor(want, dtype=torch.float64).expand(257),
+                                       msg=lambda m: f"{op.name}: gradient formula for '{name}' disagrees with the derivative of the kernel: {m}")
+
+
+from opgen import expr as _E  # noqa: E402
+
+E_ZERO = _E.Num(0)

@@ -6,5 +6,6 @@
 
 #include "opgen_runtime.h"
 
+#include <ATen/Functions.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/custom_function.h>

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .. import expr as E
-from ..api import cpp
+from ..api import aten_expr, cpp
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
@@ -15,7 +15,7 @@ TEMPLATE = "csrc/autograd/op.cpp.j2"
 # How an attribute is kept in AutogradContext::saved_data (an IValue) and read back.
 _SAVE = {"str": "std::string({n})", "SymInt": "{n}"}
 _RESTORE = {"float": "{v}.toDouble()", "int": "{v}.toInt()", "bool": "{v}.toBool()", "str": "{v}.toStringRef()",
-            "Scalar": "{v}.toScalar()", "SymInt": "{v}.toSymInt()"}
+            "Scalar": "{v}.toScalar().toDouble()", "SymInt": "{v}.toSymInt()"}
 
 
 def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
@@ -41,6 +41,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         args=cpp.names(args),
         index={a.name: i for i, a in enumerate(args)},
         saved_attr={a.name: _SAVE.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes},
+        composite={n: aten_expr.aten(f, backward.scope(op)) for n, f in zip(bw.inputs, bw.formulas)},
         restore_attr={a.name: _RESTORE[a.type.base].format(v=f'ctx->saved_data["{a.name}"]') for a in bw.attributes},
     )
     return GeneratedFile(f"csrc/autograd/{op.name}.cpp", text, op.path)

@@ -39,6 +39,20 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
     const auto alpha = ctx->saved_data["alpha"].toDouble();
     const auto a__shape = ctx->saved_data["a__shape"].toSymIntVector();
     const auto b__shape = ctx->saved_data["b__shape"].toSymIntVector();
+    if (at::GradMode::is_enabled()) {
+      // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
+      const at::Tensor& grad = grads[0];
+      [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
+      if (ctx->needs_input_grad(0)) {
+        const auto _dtype = static_cast<at::ScalarType>(ctx->saved_data["a__dtype"].toInt());
+        out[0] = at::sum_to(grad, a__shape).to(_dtype);
+      }
+      if (ctx->needs_input_grad(1)) {
+        const auto _dtype = static_cast<at::ScalarType>(ctx->saved_data["b__dtype"].toInt());
+        out[1] = at::sum_to(at::mul(grad, _s(static_cast<double>(alpha))), b__shape).to(_dtype);
+      }
+      return out;
+    }
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::add_backward", "")
         .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
@@ -58,6 +72,8 @@ class AddFunction : public torch::autograd::Function<AddFunction> {
 };
 
 at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b, double alpha) {
+  opgen::check_defined(a, "opgen_ops.add", "a");
+  opgen::check_defined(b, "opgen_ops.add", "b");
   return AddFunction::apply(a, b, alpha);
 }
 

@@ -38,6 +38,16 @@ class ClampFunction : public torch::autograd::Function<ClampFunction> {
     const auto min = ctx->saved_data["min"].toDouble();
     const auto max = ctx->saved_data["max"].toDouble();
     const auto x__shape = ctx->saved_data["x__shape"].toSymIntVector();
+    if (at::GradMode::is_enabled()) {
+      // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
+      const at::Tensor& grad = grads[0];
+      [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
+      if (ctx->needs_input_grad(0)) {
+        const auto _dtype = static_cast<at::ScalarType>(ctx->saved_data["x__dtype"].toInt());
+        out[0] = at::sum_to(at::where(at::ge(x, _s(static_cast<double>(min))), at::where(at::le(x, _s(static_cast<double>(max))), grad, _s(0.0)), _s(0.0)), x__shape).to(_dtype);
+      }
+      return out;
+    }
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::clamp_backward", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, double, c10::SymIntArrayRef)>();
@@ -52,6 +62,7 @@ class ClampFunction : public torch::autograd::Function<ClampFunction> {
 };
 
 at::Tensor clamp_autograd(const at::Tensor& x, double min, double max) {
+  opgen::check_defined(x, "opgen_ops.clamp", "x");
   return ClampFunction::apply(x, min, max);
 }
 

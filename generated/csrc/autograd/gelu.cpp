@@ -36,6 +36,16 @@ class GeluFunction : public torch::autograd::Function<GeluFunction> {
     const at::Tensor& x = _saved[0];
     const auto approximate = ctx->saved_data["approximate"].toStringRef();
     const auto x__shape = ctx->saved_data["x__shape"].toSymIntVector();
+    if (at::GradMode::is_enabled()) {
+      // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
+      const at::Tensor& grad = grads[0];
+      [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
+      if (ctx->needs_input_grad(0)) {
+        const auto _dtype = static_cast<at::ScalarType>(ctx->saved_data["x__dtype"].toInt());
+        out[0] = at::sum_to(at::mul(grad, ((c10::string_view(approximate) == "tanh") ? at::add(at::mul(_s(0.5), at::add(_s(1.0), at::tanh(at::mul(_s(0.7978845608028654), at::add(x, at::mul(at::mul(at::mul(_s(0.044715), x), x), x)))))), at::mul(at::mul(_s(0.5), x), at::mul(at::sub(_s(1.0), at::mul(at::tanh(at::mul(_s(0.7978845608028654), at::add(x, at::mul(at::mul(at::mul(_s(0.044715), x), x), x)))), at::tanh(at::mul(_s(0.7978845608028654), at::add(x, at::mul(at::mul(at::mul(_s(0.044715), x), x), x)))))), at::mul(_s(0.7978845608028654), at::add(_s(1.0), at::add(at::mul(at::add(at::mul(_s(0.044715), x), at::mul(_s(0.044715), x)), x), at::mul(at::mul(_s(0.044715), x), x))))))) : at::add(at::mul(_s(0.5), at::add(_s(1.0), at::erf(at::mul(x, _s(0.7071067811865476))))), at::mul(at::mul(_s(0.5), x), at::mul(at::mul(_s(1.1283791670955126), at::exp(at::neg(at::mul(at::mul(x, _s(0.7071067811865476)), at::mul(x, _s(0.7071067811865476)))))), _s(0.7071067811865476)))))), x__shape).to(_dtype);
+      }
+      return out;
+    }
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::gelu_backward", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, c10::SymIntArrayRef)>();
@@ -50,6 +60,7 @@ class GeluFunction : public torch::autograd::Function<GeluFunction> {
 };
 
 at::Tensor gelu_autograd(const at::Tensor& x, c10::string_view approximate) {
+  opgen::check_defined(x, "opgen_ops.gelu", "x");
   return GeluFunction::apply(x, approximate);
 }
 

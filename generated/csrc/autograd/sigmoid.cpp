@@ -34,6 +34,16 @@ class SigmoidFunction : public torch::autograd::Function<SigmoidFunction> {
     auto _saved = ctx->get_saved_variables();
     const at::Tensor& result = _saved[0];
     const auto x__shape = ctx->saved_data["x__shape"].toSymIntVector();
+    if (at::GradMode::is_enabled()) {
+      // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
+      const at::Tensor& grad = grads[0];
+      [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
+      if (ctx->needs_input_grad(0)) {
+        const auto _dtype = static_cast<at::ScalarType>(ctx->saved_data["x__dtype"].toInt());
+        out[0] = at::sum_to(at::mul(at::mul(grad, result), at::sub(_s(1.0), result)), x__shape).to(_dtype);
+      }
+      return out;
+    }
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::sigmoid_backward", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef)>();
@@ -48,6 +58,7 @@ class SigmoidFunction : public torch::autograd::Function<SigmoidFunction> {
 };
 
 at::Tensor sigmoid_autograd(const at::Tensor& x) {
+  opgen::check_defined(x, "opgen_ops.sigmoid", "x");
   return SigmoidFunction::apply(x);
 }
 

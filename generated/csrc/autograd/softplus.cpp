@@ -38,6 +38,16 @@ class SoftplusFunction : public torch::autograd::Function<SoftplusFunction> {
     const auto beta = ctx->saved_data["beta"].toDouble();
     const auto threshold = ctx->saved_data["threshold"].toDouble();
     const auto x__shape = ctx->saved_data["x__shape"].toSymIntVector();
+    if (at::GradMode::is_enabled()) {
+      // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
+      const at::Tensor& grad = grads[0];
+      [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
+      if (ctx->needs_input_grad(0)) {
+        const auto _dtype = static_cast<at::ScalarType>(ctx->saved_data["x__dtype"].toInt());
+        out[0] = at::sum_to(at::where(at::gt(at::mul(_s(static_cast<double>(beta)), x), _s(static_cast<double>(threshold))), grad, at::mul(grad, at::sigmoid(at::mul(_s(static_cast<double>(beta)), x)))), x__shape).to(_dtype);
+      }
+      return out;
+    }
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::softplus_backward", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, double, c10::SymIntArrayRef)>();
@@ -52,6 +62,7 @@ class SoftplusFunction : public torch::autograd::Function<SoftplusFunction> {
 };
 
 at::Tensor softplus_autograd(const at::Tensor& x, double beta, double threshold) {
+  opgen::check_defined(x, "opgen_ops.softplus", "x");
   return SoftplusFunction::apply(x, beta, threshold);
 }
 

@@ -8,11 +8,13 @@
 namespace golden::cpu {
 namespace DEFAULT {
 void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
-}
+void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
+}  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
-}
+void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
+}  // namespace AVX2
 #endif
 }  // namespace golden::cpu
 
@@ -59,16 +61,64 @@ at::Tensor gelu_meta(const at::Tensor& x, c10::string_view approximate) {
   return gelu_prepare(x, approximate);
 }
 
+
+// gelu_backward: every input's gradient in one fused pass over the output's elements, then
+// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+namespace {
+
+constexpr const char* _bw_op = "golden.gelu_backward";
+
+at::ScalarType gelu_backward_check(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {
+  opgen::check_defined(grad, _bw_op, "grad");
+  opgen::check_defined(x, _bw_op, "x");
+  opgen::check_same_device(x, grad, _bw_op, "x", "grad");
+  const at::ScalarType _dtype = opgen::result_type({ grad, x });
+  TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
+  return _dtype;
+}
+
+}  // namespace
+
+at::Tensor gelu_backward_cpu(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {
+  const at::ScalarType _dtype = gelu_backward_check(grad, x, approximate, x__shape);
+  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  auto _iter = at::TensorIteratorConfig()
+                   .add_output(_g0)
+                   .add_const_input(grad)
+                   .add_const_input(x)
+                   .promote_inputs_to_common_dtype(true)
+                   .build();
+  if (grad.numel() > 0) {
+    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::gelu_backward_kernel :
+#else
+      &cpu::DEFAULT::gelu_backward_kernel :
+#endif
+      &cpu::DEFAULT::gelu_backward_kernel;
+    _kernel(_iter, approximate);
+  }
+  return at::sum_to(_g0, x__shape);
+}
+
+at::Tensor gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {
+  const at::ScalarType _dtype = gelu_backward_check(grad, x, approximate, x__shape);
+  return at::empty_symint(x__shape, grad.options().dtype(_dtype));
+}
+
 }  // namespace golden
 
 TORCH_LIBRARY_FRAGMENT(golden, m) {
   m.def("gelu(Tensor x, *, str approximate='tanh') -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("gelu_backward(Tensor grad, Tensor x, str approximate, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
   m.impl("gelu", &golden::gelu_cpu);
+  m.impl("gelu_backward", &golden::gelu_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("gelu", &golden::gelu_meta);
+  m.impl("gelu_backward", &golden::gelu_backward_meta);
 }

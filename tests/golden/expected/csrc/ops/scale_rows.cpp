@@ -8,11 +8,13 @@
 namespace golden::cpu {
 namespace DEFAULT {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
-}
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+}  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
-}
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+}  // namespace AVX2
 #endif
 }  // namespace golden::cpu
 
@@ -68,16 +70,69 @@ at::Tensor scale_rows_meta(const at::Tensor& x, const at::Tensor& scale, const a
   return scale_rows_prepare(x, scale, offset, power);
 }
 
+
+// scale_rows_backward: every input's gradient in one fused pass over the output's elements, then
+// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+namespace {
+
+constexpr const char* _bw_op = "golden.scale_rows_backward";
+
+at::ScalarType scale_rows_backward_check(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
+  opgen::check_defined(grad, _bw_op, "grad");
+  opgen::check_defined(x, _bw_op, "x");
+  opgen::check_same_device(x, grad, _bw_op, "x", "grad");
+  opgen::check_defined(scale, _bw_op, "scale");
+  opgen::check_same_device(scale, grad, _bw_op, "scale", "grad");
+  const at::ScalarType _dtype = opgen::result_type({ grad, x, scale });
+  TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
+  return _dtype;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> scale_rows_backward_cpu(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
+  const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
+  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  auto _iter = at::TensorIteratorConfig()
+                   .add_output(_g0)
+                   .add_output(_g1)
+                   .add_const_input(grad)
+                   .add_const_input(x)
+                   .add_const_input(scale)
+                   .promote_inputs_to_common_dtype(true)
+                   .build();
+  if (grad.numel() > 0) {
+    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::scale_rows_backward_kernel :
+#else
+      &cpu::DEFAULT::scale_rows_backward_kernel :
+#endif
+      &cpu::DEFAULT::scale_rows_backward_kernel;
+    _kernel(_iter, offset.toDouble(), power);
+  }
+  return std::make_tuple(at::sum_to(_g0, x__shape), at::sum_to(_g1, scale__shape));
+}
+
+std::tuple<at::Tensor, at::Tensor> scale_rows_backward_meta(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
+  const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
+  return std::make_tuple(at::empty_symint(x__shape, grad.options().dtype(_dtype)), at::empty_symint(scale__shape, grad.options().dtype(_dtype)));
+}
+
 }  // namespace golden
 
 TORCH_LIBRARY_FRAGMENT(golden, m) {
   m.def("scale_rows(Tensor x, Tensor scale, *, Scalar offset=0, int power=1) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("scale_rows_backward(Tensor grad, Tensor x, Tensor scale, Scalar offset, int power, SymInt[] x__shape, SymInt[] scale__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
   m.impl("scale_rows", &golden::scale_rows_cpu);
+  m.impl("scale_rows_backward", &golden::scale_rows_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("scale_rows", &golden::scale_rows_meta);
+  m.impl("scale_rows_backward", &golden::scale_rows_backward_meta);
 }

@@ -8,11 +8,13 @@
 namespace golden::cpu {
 namespace DEFAULT {
 void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
-}
+void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
+}  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
-}
+void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
+}  // namespace AVX2
 #endif
 }  // namespace golden::cpu
 
@@ -64,16 +66,63 @@ at::Tensor weighted_sum_meta(const at::Tensor& a, const at::Tensor& b, double we
   return weighted_sum_prepare(a, b, weight);
 }
 
+
+// weighted_sum_backward: every input's gradient in one fused pass over the output's elements, then
+// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+namespace {
+
+constexpr const char* _bw_op = "golden.weighted_sum_backward";
+
+at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+  opgen::check_defined(grad, _bw_op, "grad");
+  const at::ScalarType _dtype = opgen::result_type({ grad });
+  TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
+  return _dtype;
+}
+
+}  // namespace
+
+std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_cpu(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+  const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape, b__shape);
+  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  auto _iter = at::TensorIteratorConfig()
+                   .add_output(_g0)
+                   .add_output(_g1)
+                   .add_const_input(grad)
+                   .promote_inputs_to_common_dtype(true)
+                   .build();
+  if (grad.numel() > 0) {
+    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::weighted_sum_backward_kernel :
+#else
+      &cpu::DEFAULT::weighted_sum_backward_kernel :
+#endif
+      &cpu::DEFAULT::weighted_sum_backward_kernel;
+    _kernel(_iter, weight);
+  }
+  return std::make_tuple(at::sum_to(_g0, a__shape), at::sum_to(_g1, b__shape));
+}
+
+std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_meta(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+  const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape, b__shape);
+  return std::make_tuple(at::empty_symint(a__shape, grad.options().dtype(_dtype)), at::empty_symint(b__shape, grad.options().dtype(_dtype)));
+}
+
 }  // namespace golden
 
 TORCH_LIBRARY_FRAGMENT(golden, m) {
   m.def("weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("weighted_sum_backward(Tensor grad, float weight, SymInt[] a__shape, SymInt[] b__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
   m.impl("weighted_sum", &golden::weighted_sum_cpu);
+  m.impl("weighted_sum_backward", &golden::weighted_sum_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("weighted_sum", &golden::weighted_sum_meta);
+  m.impl("weighted_sum_backward", &golden::weighted_sum_backward_meta);
 }
