@@ -79,7 +79,12 @@ def load_spec_source(path: str, raw: bytes) -> SpecSource:
         raise SpecError(Location(path, line, col), "spec files must be UTF-8; this byte is not") from None
     if text.startswith("\ufeff"):
         text = text[1:]
-    loader = yaml.SafeLoader(text)
+    try:
+        loader = yaml.SafeLoader(text)
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        col = e.position - (text.rfind("\n", 0, e.position) + 1) + 1
+        raise SpecError(Location(path, line, col), f"invalid YAML: character {e.character:#06x} is not allowed") from None
     try:
         node = loader.get_single_node()
     except yaml.MarkedYAMLError as e:

@@ -13,12 +13,16 @@ namespace {
 
 class ClampFunction : public torch::autograd::Function<ClampFunction> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, double min, double max) {
-    at::AutoDispatchBelowADInplaceOrView _guard;
+  static const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, double, double)>& forward_op() {
     static const auto _op = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::clamp", "")
         .typed<at::Tensor(const at::Tensor&, double, double)>();
-    at::Tensor result = _op.call(x, min, max);
+    return _op;
+  }
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, double min, double max) {
+    at::AutoDispatchBelowADInplaceOrView _guard;
+    at::Tensor result = forward_op().call(x, min, max);
     ctx->save_for_backward({ x });
     ctx->saved_data["min"] = min;
     ctx->saved_data["max"] = max;
@@ -63,6 +67,11 @@ class ClampFunction : public torch::autograd::Function<ClampFunction> {
 
 at::Tensor clamp_autograd(const at::Tensor& x, double min, double max) {
   opgen::check_defined(x, "opgen_ops.clamp", "x");
+  if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
+    // Nothing to record: skip building an autograd node (it costs about 2 us a call).
+    at::AutoDispatchBelowADInplaceOrView _guard;
+    return ClampFunction::forward_op().call(x, min, max);
+  }
   return ClampFunction::apply(x, min, max);
 }
 

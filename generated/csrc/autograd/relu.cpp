@@ -13,12 +13,16 @@ namespace {
 
 class ReluFunction : public torch::autograd::Function<ReluFunction> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
-    at::AutoDispatchBelowADInplaceOrView _guard;
+  static const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&)>& forward_op() {
     static const auto _op = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::relu", "")
         .typed<at::Tensor(const at::Tensor&)>();
-    at::Tensor result = _op.call(x);
+    return _op;
+  }
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x) {
+    at::AutoDispatchBelowADInplaceOrView _guard;
+    at::Tensor result = forward_op().call(x);
     ctx->save_for_backward({ x });
     ctx->saved_data["x__shape"] = c10::IValue(x.sym_sizes());
     ctx->saved_data["x__dtype"] = static_cast<int64_t>(x.scalar_type());
@@ -59,6 +63,11 @@ class ReluFunction : public torch::autograd::Function<ReluFunction> {
 
 at::Tensor relu_autograd(const at::Tensor& x) {
   opgen::check_defined(x, "opgen_ops.relu", "x");
+  if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
+    // Nothing to record: skip building an autograd node (it costs about 2 us a call).
+    at::AutoDispatchBelowADInplaceOrView _guard;
+    return ReluFunction::forward_op().call(x);
+  }
   return ReluFunction::apply(x);
 }
 

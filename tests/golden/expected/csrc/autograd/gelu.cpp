@@ -13,12 +13,16 @@ namespace {
 
 class GeluFunction : public torch::autograd::Function<GeluFunction> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, c10::string_view approximate) {
-    at::AutoDispatchBelowADInplaceOrView _guard;
+  static const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, c10::string_view)>& forward_op() {
     static const auto _op = c10::Dispatcher::singleton()
         .findSchemaOrThrow("golden::gelu", "")
         .typed<at::Tensor(const at::Tensor&, c10::string_view)>();
-    at::Tensor result = _op.call(x, approximate);
+    return _op;
+  }
+
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, c10::string_view approximate) {
+    at::AutoDispatchBelowADInplaceOrView _guard;
+    at::Tensor result = forward_op().call(x, approximate);
     ctx->save_for_backward({ x });
     ctx->saved_data["approximate"] = std::string(approximate);
     ctx->saved_data["x__shape"] = c10::IValue(x.sym_sizes());
@@ -61,6 +65,11 @@ class GeluFunction : public torch::autograd::Function<GeluFunction> {
 
 at::Tensor gelu_autograd(const at::Tensor& x, c10::string_view approximate) {
   opgen::check_defined(x, "golden.gelu", "x");
+  if (!at::GradMode::is_enabled() || !(x.requires_grad())) {
+    // Nothing to record: skip building an autograd node (it costs about 2 us a call).
+    at::AutoDispatchBelowADInplaceOrView _guard;
+    return GeluFunction::forward_op().call(x, approximate);
+  }
   return GeluFunction::apply(x, approximate);
 }
 

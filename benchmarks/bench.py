@@ -1,0 +1,141 @@
+"""Side-by-side timings of generated ops: kernels (forward, backward) and call overhead.
+
+    .venv/bin/python benchmarks/bench.py            # full run, writes benchmarks/results/*.csv
+    .venv/bin/python benchmarks/bench.py --quick    # a smoke run: small sizes, no torch.compile
+
+Every row compares methods measured in the same process, one after another, with
+torch.utils.benchmark (medians over repeated blocks, warm-up excluded). Ratios are steadier
+than absolute numbers on a shared machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import platform
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.utils import benchmark
+
+import opgen
+
+ROOT = Path(__file__).resolve().parent.parent
+ops = opgen.load(ROOT)
+
+
+def median_us(fn, min_run_time: float) -> float:
+    t = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return t.blocked_autorange(min_run_time=min_run_time).median * 1e6
+
+
+def kernel_rows(sizes, use_compile: bool, min_run_time: float):
+    cases = {
+        "weighted_sum": (2, lambda a, b: ops.weighted_sum(a, b, weight=0.5), lambda a, b: 0.5 * a + b),
+        "gelu": (1, lambda x: ops.gelu(x), lambda x: 0.5 * x * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))),
+        "softplus": (1, lambda x: ops.softplus(x, beta=2.0), lambda x: torch.where(2.0 * x > 20.0, x, torch.log1p(torch.exp(2.0 * x)) / 2.0)),
+    }
+    rows = []
+    for name, (n_in, generated, composite) in cases.items():
+        for size in sizes:
+            inputs = [torch.randn(int(size)) for _ in range(n_in)]
+            out = torch.empty(int(size))
+            row = {"op": name, "elements": int(size)}
+            row["generated_us"] = median_us(lambda: generated(*inputs), min_run_time)
+            row["eager_composite_us"] = median_us(lambda: composite(*inputs), min_run_time)
+            if use_compile:
+                compiled = torch.compile(composite, dynamic=False)
+                compiled(*inputs)
+                row["torch_compile_us"] = median_us(lambda: compiled(*inputs), min_run_time)
+            row["copy_ceiling_us"] = median_us(lambda: out.copy_(inputs[0]), min_run_time)
+            # backward: forward + backward of a sum, fused generated vs eager autograd of the composite
+            leaves = [t.clone().requires_grad_() for t in inputs]
+            grad = torch.ones(int(size))
+            row["generated_fwd_bwd_us"] = median_us(lambda: torch.autograd.grad(generated(*leaves), leaves, grad), min_run_time)
+            row["eager_fwd_bwd_us"] = median_us(lambda: torch.autograd.grad(composite(*leaves), leaves, grad), min_run_time)
+            row["speedup_vs_eager"] = row["eager_composite_us"] / row["generated_us"]
+            row["bwd_speedup_vs_eager"] = row["eager_fwd_bwd_us"] / row["generated_fwd_bwd_us"]
+            rows.append(row)
+            print_row(row)
+    return rows
+
+
+def overhead_rows(min_run_time: float):
+    a, b = torch.randn(8), torch.randn(8)
+    ag, bg = a.clone().requires_grad_(), b.clone().requires_grad_()
+
+    @torch.library.custom_op("opgen_bench::weighted_sum", mutates_args=())
+    def py_weighted_sum(a: torch.Tensor, b: torch.Tensor, weight: float) -> torch.Tensor:
+        return torch.add(b, a, alpha=weight)
+
+    @py_weighted_sum.register_fake
+    def _(a, b, weight):
+        return torch.empty_like(a)
+
+    def py_backward(ctx, grad):
+        return grad * ctx.weight, grad, None
+
+    def py_setup(ctx, inputs, output):
+        ctx.weight = inputs[2]
+
+    py_weighted_sum.register_autograd(py_backward, setup_context=py_setup)
+    sys.path.insert(0, str(ROOT / "generated" / "python"))
+    import opgen_ops
+
+    cases = {
+        "torch.add(b, a, alpha=w)": (lambda: torch.add(b, a, alpha=0.5), lambda: torch.add(bg, ag, alpha=0.5)),
+        "torch.ops (generated)": (lambda: ops.weighted_sum(a, b, weight=0.5), lambda: ops.weighted_sum(ag, bg, weight=0.5)),
+        "typed API (generated)": (lambda: opgen_ops.weighted_sum(a, b, weight=0.5), lambda: opgen_ops.weighted_sum(ag, bg, weight=0.5)),
+        "Python custom_op": (lambda: py_weighted_sum(a, b, 0.5), lambda: py_weighted_sum(ag, bg, 0.5)),
+    }
+    rows = []
+    for name, (plain, with_grad) in cases.items():
+        row = {"method": name, "no_grad_us": median_us(plain, min_run_time), "requires_grad_us": median_us(with_grad, min_run_time)}
+        rows.append(row)
+        print(f"  {name:28} {row['no_grad_us']:8.2f} us   with grad {row['requires_grad_us']:8.2f} us")
+    base = rows[0]
+    for row in rows:
+        row["ratio_to_torch_add"] = row["no_grad_us"] / base["no_grad_us"]
+    return rows
+
+
+def print_row(row):
+    extra = f" compile {row['torch_compile_us']:10.1f}" if "torch_compile_us" in row else ""
+    print(f"  {row['op']:13} {row['elements']:>9}  generated {row['generated_us']:10.1f}  eager {row['eager_composite_us']:10.1f}"
+          f"{extra}  copy {row['copy_ceiling_us']:9.1f}  | fwd+bwd generated {row['generated_fwd_bwd_us']:10.1f}"
+          f"  eager {row['eager_fwd_bwd_us']:10.1f}  (us)")
+
+
+def write_csv(path: Path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        writer.writeheader()
+        for r in rows:
+            writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()})
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--quick", action="store_true", help="small sizes, no torch.compile, short timings (CI smoke)")
+    p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    args = p.parse_args(argv)
+    sizes = [1e3, 1e5] if args.quick else [1e3, 1e5, 1e6, 1e7]
+    min_run_time = 0.05 if args.quick else 0.5
+    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
+          f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
+    print("kernels, float32 (median us; lower is better):")
+    kernels = kernel_rows(sizes, use_compile=not args.quick, min_run_time=min_run_time)
+    print("call overhead, 8 floats (median us):")
+    overhead = overhead_rows(min_run_time)
+    if not args.quick:
+        write_csv(Path(args.out) / "kernels.csv", kernels)
+        write_csv(Path(args.out) / "overhead.csv", overhead)
+        print(f"wrote {args.out}/kernels.csv and overhead.csv")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

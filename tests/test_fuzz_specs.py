@@ -1,0 +1,124 @@
+"""Hostile and broken specs against `opgen generate`: every case ends in located errors
+(exit 2, no traceback, generated/ byte-for-byte untouched) or in a successful generation.
+
+The CI profile runs 1,000 derandomized cases here (about 10-20 s)."""
+
+from __future__ import annotations
+
+import copy
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from opgen.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = {p.stem: yaml.safe_load(p.read_text()) for p in sorted((ROOT / "specs").glob("*.yaml"))}
+ERROR_LINE = re.compile(r"^specs/[A-Za-z0-9_.\-]+:\d+:\d+: error: .+")
+
+INJECTIONS = [
+    "*/", "/*", '"', "'", "\\", "\n#include <cstdlib>\n", "); system(\"rm -rf /\"); (", "{{ 7 * 7 }}", "{% raw %}",
+    "{#", "\"\"\"", "`", "<script>", "$(id)", "\x00", "\u202e", "é", "__import__('os')", "x; import os",
+    "a.__class__", "lambda: 0", "[x for x in y]", "exp(x", "1e309", "-", "**", "x if x else x", "\\\n",
+]
+IDENTS = ["x", "a", "b", "weight", "grad", "result", "exp", "where", "alpha", "min", "max", "approximate", "class", "int"]
+SCALARS = st.one_of(
+    st.none(), st.booleans(), st.integers(-10**20, 10**20), st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=40), st.sampled_from(INJECTIONS),
+)
+JUNK = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                    max_leaves=12)
+TOKEN_SOUP = st.lists(st.sampled_from(IDENTS + INJECTIONS + ["(", ")", ",", "+", "*", "/", ">", "0.5", "2", " "]),
+                      min_size=1, max_size=12).map("".join)
+
+
+@st.composite
+def hostile_spec(draw):
+    """(file stem, file bytes): a shipped spec with one or more mutations."""
+    name = draw(st.sampled_from(sorted(SPECS)))
+    doc = copy.deepcopy(SPECS[name])
+    for _ in range(draw(st.integers(1, 3))):
+        action = draw(st.sampled_from(["replace", "soup", "unknown_key", "delete", "signature", "dtypes", "bytes", "deep"]))
+        keys = sorted(doc) if isinstance(doc, dict) else []
+        if action == "replace" and keys:
+            doc[draw(st.sampled_from(keys))] = draw(JUNK)
+        elif action == "soup" and isinstance(doc, dict):
+            target = draw(st.sampled_from(["kernel", "shape", "checks", "gradient", "reference", "doc"]))
+            soup = draw(TOKEN_SOUP)
+            doc[target] = {"pointwise": soup} if target == "kernel" else ([soup] if target == "checks" else soup)
+        elif action == "unknown_key" and isinstance(doc, dict):
+            doc[draw(st.sampled_from(["kernal", "dtype", "grad", "signatures", "{{x}}", "shape "]))] = draw(SCALARS)
+        elif action == "delete" and keys:
+            del doc[draw(st.sampled_from(keys))]
+        elif action == "signature" and isinstance(doc, dict):
+            sig = str(doc.get("signature", f"{name}(Tensor x) -> Tensor"))
+            pos = draw(st.integers(0, len(sig)))
+            doc["signature"] = sig[:pos] + draw(st.sampled_from(INJECTIONS + IDENTS)) + sig[pos:]
+        elif action == "dtypes" and isinstance(doc, dict):
+            doc["dtypes"] = draw(st.lists(st.sampled_from(["float32", "floating", "int64", "bool", "half", "complex64", 3]), max_size=4))
+        elif action == "bytes":
+            return name, draw(st.binary(max_size=200))
+        elif action == "deep":
+            depth = draw(st.integers(20, 200))
+            return name, ("kernel: " + "[" * depth + "]" * depth + "\n").encode()
+    text = yaml.safe_dump(doc, allow_unicode=draw(st.booleans()), sort_keys=False)
+    return name, text.encode("utf-8", errors="surrogatepass")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("fuzz")
+    (root / "specs").mkdir()
+    (root / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "fuzzops"\n')
+    for stem in SPECS:
+        shutil.copy(ROOT / "specs" / f"{stem}.yaml", root / "specs")
+    assert main(["--project", str(root), "generate"]) == 0
+    return root
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".opgen.lock"}
+
+
+COUNT = {"cases": 0, "rejected": 0, "accepted": 0}
+
+
+@settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(case=hostile_spec())
+def test_hostile_specs_fail_cleanly_or_generate(project, capsys, case):
+    stem, raw = case
+    spec = project / "specs" / f"{stem}.yaml"
+    original = spec.read_bytes()
+    before = snapshot(project / "generated")
+    spec.write_bytes(raw)
+    try:
+        capsys.readouterr()
+        rc = main(["--project", str(project), "generate"])
+        out, err = capsys.readouterr()
+        assert rc in (0, 2), (rc, out, err)
+        assert "Traceback" not in err + out
+        COUNT["cases"] += 1
+        if rc == 2:
+            COUNT["rejected"] += 1
+            lines = err.strip().splitlines()
+            assert lines[-1].startswith("opgen: ") and "nothing was written" in lines[-1], err
+            for line in lines[:-1]:
+                assert ERROR_LINE.match(line), line
+            assert snapshot(project / "generated") == before
+        else:
+            COUNT["accepted"] += 1
+    finally:
+        spec.write_bytes(original)
+        if snapshot(project / "generated") != before:
+            assert main(["--project", str(project), "generate"]) == 0
+            capsys.readouterr()
+
+
+def test_fuzz_ran_enough_cases():
+    # runs after the fuzz test in file order; reports the count
+    print(f"fuzz cases: {COUNT}")
+    assert COUNT["cases"] >= 1000 or COUNT["cases"] == 0  # 0 when the fuzz test was deselected
