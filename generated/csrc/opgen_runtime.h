@@ -118,6 +118,12 @@ inline at::ScalarType result_type(std::initializer_list<std::reference_wrapper<c
   return at::native::result_type(state);
 }
 
+// at::sum_to that never returns its argument: op outputs must not alias op inputs.
+inline at::Tensor sum_to_fresh(const at::Tensor& t, c10::SymIntArrayRef shape) {
+  at::Tensor r = at::sum_to(t, shape);
+  return r.is_same(t) ? r.clone(at::MemoryFormat::Contiguous) : r;
+}
+
 // Python's `and` / `or` over checks whose operands may be symbolic: evaluated left to right,
 // stopping at the first operand that decides the result.
 inline bool to_bool(const c10::SymBool& b) { return b.guard_bool(__FILE__, __LINE__); }

@@ -28,6 +28,11 @@ class BackwardPlan:
     kernel_attrs: tuple[KernelAttr, ...]
 
     @property
+    def fused(self) -> tuple[int, ...]:
+        """Outputs computed by the fused kernel; the others are `grad` itself, only reduced."""
+        return tuple(i for i, f in enumerate(self.formulas) if f != E.Name("grad"))
+
+    @property
     def shape_args(self) -> tuple[str, ...]:
         return tuple(f"{n}__shape" for n in self.inputs)
 
@@ -88,5 +93,7 @@ def scope(op: OpSpec) -> E.Scope:
     return E.Scope({**s.names, "grad": E.TENSOR, "result": E.TENSOR}, True, "gradient formula")
 
 
-def kernel_code(op: OpSpec, p: BackwardPlan) -> cpp_expr.KernelCode:
-    return cpp_expr.kernel_code(list(p.formulas), scope(op), ["grad", *p.saved])
+def kernel_code(op: OpSpec, p: BackwardPlan) -> cpp_expr.KernelCode | None:
+    if not p.fused:
+        return None
+    return cpp_expr.kernel_code([p.formulas[i] for i in p.fused], scope(op), ["grad", *p.saved])

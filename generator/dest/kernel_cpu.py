@@ -58,7 +58,8 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
     forward = cpp_expr.kernel_code(op.kernel.expr, ctx.kernel_scope(op), tensors)
     loops = [loop(op.name, forward, ctx.kernel_attrs(op, E.names_in(op.kernel.expr)))]
     plan = backward.plan(op)
-    if plan is not None:
-        loops.append(loop(plan.name, backward.kernel_code(op, plan), list(plan.kernel_attrs)))
+    code = backward.kernel_code(op, plan) if plan is not None else None
+    if code is not None:
+        loops.append(loop(plan.name, code, list(plan.kernel_attrs)))
     text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops)
     return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)

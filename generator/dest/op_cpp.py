@@ -23,7 +23,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
     bw = backward.plan(op)
     kernels = [{"name": op.name, "attrs": attrs}]
     bw_kernel_call = ""
-    if bw is not None:
+    if bw is not None and bw.fused:
         kernels.append({"name": bw.name, "attrs": list(bw.kernel_attrs)})
         bw_kernel_call = "".join(
             f", {a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else f", {a.name}" for a in bw.kernel_attrs)

@@ -84,10 +84,8 @@ at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::Sym
 
 std::tuple<at::Tensor, at::Tensor> add_backward_cpu(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = add_backward_check(grad, alpha, a__shape, b__shape);
-  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
                    .add_output(_g1)
                    .add_const_input(grad)
                    .promote_inputs_to_common_dtype(true)
@@ -102,7 +100,8 @@ std::tuple<at::Tensor, at::Tensor> add_backward_cpu(const at::Tensor& grad, doub
       &cpu::DEFAULT::add_backward_kernel;
     _kernel(_iter, alpha);
   }
-  return std::make_tuple(at::sum_to(_g0, a__shape), at::sum_to(_g1, b__shape));
+  // the gradient of 'a' is grad itself: only reduced to its shape
+  return std::make_tuple(opgen::sum_to_fresh(grad.to(_dtype), a__shape), at::sum_to(_g1, b__shape));
 }
 
 std::tuple<at::Tensor, at::Tensor> add_backward_meta(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {

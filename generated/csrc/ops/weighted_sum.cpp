@@ -85,10 +85,8 @@ at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight
 std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_cpu(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape, b__shape);
   at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
-  at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
                    .add_output(_g0)
-                   .add_output(_g1)
                    .add_const_input(grad)
                    .promote_inputs_to_common_dtype(true)
                    .build();
@@ -102,7 +100,8 @@ std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_cpu(const at::Tensor& g
       &cpu::DEFAULT::weighted_sum_backward_kernel;
     _kernel(_iter, weight);
   }
-  return std::make_tuple(at::sum_to(_g0, a__shape), at::sum_to(_g1, b__shape));
+  // the gradient of 'b' is grad itself: only reduced to its shape
+  return std::make_tuple(at::sum_to(_g0, a__shape), opgen::sum_to_fresh(grad.to(_dtype), b__shape));
 }
 
 std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_meta(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {

@@ -47,16 +47,20 @@ void weighted_sum_backward_loop(at::TensorIteratorBase& _iter, double weight) {
     using _t = decltype(grad);
     return (grad * _u0);
   };
-  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto _u0) {
-    using _t = decltype(grad);
-    return grad;
-  };
-  // Several outputs, one pass over memory.
-  at::native::cpu_kernel_multiple_outputs(
-      _iter,
-      [=](scalar_t grad) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), _u0)), static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), _u0)));
-      });
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), _u0)); },
+        [=](_vec grad) -> _vec {
+          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
+          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _u0v), _f0(_grad_hi, _u0v));
+        });
+  } else {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad) -> scalar_t { return _f0(grad, _u0); },
+        [=](_vec grad) -> _vec { return _f0(grad, _u0v); });
+  }
 }
 
 }  // namespace
