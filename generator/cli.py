@@ -64,10 +64,11 @@ def cmd_build(args, config: ProjectConfig) -> int:
 
 
 def cmd_test(args, config: ProjectConfig) -> int:
-    """The generic property suite on every spec of the project, then the project's own tests/."""
+    """The generic suite and the generated property tests on every spec, then the project's own tests/."""
     targets = ["--pyargs", "opgen.op_suite"]
-    if (config.root / "tests").is_dir():
-        targets.append(str(config.root / "tests"))
+    for folder in (config.output_dir / "tests", config.root / "tests"):
+        if folder.is_dir():
+            targets.append(str(folder))
     env = dict(os.environ, OPGEN_PROJECT=str(config.root))
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *targets, *args.pytest_args],
                           cwd=config.root, env=env)

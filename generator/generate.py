@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from .library import Library
-from .dest import autograd_cpp, docs, kernel_cpu, op_cpp, python_api, runtime
+from .dest import autograd_cpp, docs, kernel_cpu, op_cpp, python_api, runtime, tests
 from .dest.files import GeneratedFile
 
 MANIFEST = "opgen-manifest.json"
@@ -17,6 +17,7 @@ def generate_files(lib: Library) -> dict[str, str]:
     files += runtime.emit(lib)
     files += python_api.emit_package(lib)
     files.append(docs.emit_index(lib))
+    files.append(tests.emit_conftest(lib))
     for op in lib.ops:
         files.append(op_cpp.emit(op, lib))
         files.append(kernel_cpu.emit(op, lib))
@@ -25,6 +26,7 @@ def generate_files(lib: Library) -> dict[str, str]:
             files.append(autograd)
         files += python_api.emit_op(op, lib)
         files.append(docs.emit_op(op, lib))
+        files.append(tests.emit_op(op, lib, lib.output))
     out = {f.path: f.content for f in files}
     assert len(out) == len(files), "two emitters produced the same path"
     manifest = {

@@ -16,6 +16,7 @@ class Library:
     namespace: str
     ops: tuple[OpSpec, ...]
     build_dir_from_python: str  # build folder relative to generated/python/<ns>/, for the loader
+    output: str = "generated"  # the output folder, relative to the project
 
 
 def spec_files(config: ProjectConfig) -> list[Path]:
@@ -46,4 +47,4 @@ def load_library(config: ProjectConfig) -> Library:
 
     python_dir = Path(config.output) / "python" / config.namespace
     rel = os.path.relpath(Path(config.build), python_dir)
-    return Library(config.namespace, tuple(ops), Path(rel).as_posix())
+    return Library(config.namespace, tuple(ops), Path(rel).as_posix(), config.output)

@@ -112,6 +112,20 @@ def invalid_attribute_sets(op: OpSpec) -> list[tuple[dict[str, Any], str]]:
     return out
 
 
+def load_op(project, name: str) -> OpSpec:
+    """The validated spec of op ``name`` in ``project`` (for generated tests)."""
+    from .config import load_config
+    from .library import load_library
+
+    import sys
+
+    config = load_config(project)
+    python_dir = str(config.output_dir / "python")  # the references and the typed API
+    if python_dir not in sys.path:
+        sys.path.insert(0, python_dir)
+    return next(op for op in load_library(config).ops if op.name == name)
+
+
 def reference_fn(namespace: str, op: OpSpec):
     return importlib.import_module(f"{namespace}._references.{op.name}").reference
 

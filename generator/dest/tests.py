@@ -1,0 +1,55 @@
+"""tests/: a hypothesis property test file per op, and the profiles they run under."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .. import testing
+from ..derivatives import gradient_formulas
+from ..dtypes import DTYPES
+from ..library import Library
+from ..model import OpSpec
+from ..render import render
+from . import backward
+from .files import GeneratedFile
+from .op_context import dtype_names
+
+
+def emit_conftest(lib: Library) -> GeneratedFile:
+    return GeneratedFile("tests/conftest.py", render("tests/conftest.py.j2"))
+
+
+def _shapes_text(op: OpSpec) -> str:
+    if op.shape.kind == "explicit" or op.test.shapes:
+        return "the spec's example shapes"
+    if op.shape.kind == "broadcast" and len(op.tensor_inputs) > 1:
+        return "mutually broadcastable, 0 to 3 dims, sizes 0 to 5"
+    return "any, 0 to 3 dims, sizes 0 to 5"
+
+
+def _backward(op: OpSpec) -> dict | None:
+    p = backward.plan(op)
+    if p is None:
+        return None
+    return {"name": p.name, "inputs": list(p.inputs), "saved": list(p.saved), "attributes": [a.name for a in p.attributes]}
+
+
+def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
+    supported = {d.name for d in op.dtypes}
+    unsupported = [n for n in ("int64", "bool", "float64", "float16", "bfloat16") if n not in supported and n in DTYPES][:3]
+    depth = len(Path(output).parts) + 1  # generated/tests -> project root
+    text = render(
+        "tests/test_op_properties.py.j2",
+        op=op,
+        ns=lib.namespace,
+        project_from_tests="/".join([".."] * depth),
+        shapes_text=_shapes_text(op),
+        dtype_names=dtype_names(op),
+        differentiable=repr([n for n, _ in gradient_formulas(op)]),
+        unsupported=unsupported,
+        backward=_backward(op),
+        failing_attributes=[(a, c) for a, c in testing.invalid_attribute_sets(op)],
+    )
+    return GeneratedFile(f"tests/test_{op.name}_properties.py", text, op.path)
+
+

@@ -1,0 +1,79 @@
+"""The generated property tests have teeth: each mutant of the generated C++ (a changed
+operator, a changed constant, a dropped broadcast reduction, a widened dtype list, a wrong
+backward constant) is built and must make the op's generated tests fail.
+
+Prints the kill rate; every mutant must be killed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# (op, generated file, text to find, replacement, only after this marker)
+MUTANTS = [
+    ("weighted_sum", "csrc/kernels/weighted_sum_cpu.cpp", "((_u0 * a) + b)", "((_u0 * a) - b)", None),
+    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.044715)", "_t(0.04)", None),
+    ("weighted_sum", "csrc/ops/weighted_sum.cpp", "at::sum_to(_g0, a__shape)", "_g0", None),
+    ("gelu", "csrc/ops/gelu.cpp", "at::ScalarType::BFloat16 }", "at::ScalarType::BFloat16, at::ScalarType::Long }", None),
+    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.7978845608028654)", "_t(0.79)", "void gelu_backward_loop"),
+]
+
+
+def _mutate(path: Path, old: str, new: str, after: str | None) -> None:
+    text = path.read_text()
+    start = text.index(after) if after else 0
+    where = text.index(old, start)
+    path.write_text(text[:where] + new + text[where + len(old):])
+
+
+def _run(cmd, cwd, **kw):
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, **kw)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("mutants") / "proj"
+    (root / "specs").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "mutops"\n')
+    for name in ("weighted_sum", "gelu"):
+        shutil.copy(ROOT / "specs" / f"{name}.yaml", root / "specs")
+    opgen = [sys.executable, "-m", "opgen", "--project", str(root)]
+    subprocess.run([*opgen, "generate"], check=True, capture_output=True)
+    subprocess.run([*opgen, "build"], check=True, capture_output=True)
+    return root
+
+
+def test_generated_tests_pass_on_the_unmutated_build(project):
+    proc = _run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "generated/tests"], project)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+
+
+def test_every_mutant_is_killed(project):
+    opgen = [sys.executable, "-m", "opgen", "--project", str(project)]
+    killed, report = 0, []
+    for op, rel, old, new, after in MUTANTS:
+        target = project / "generated" / rel
+        original = target.read_text()
+        try:
+            _mutate(target, old, new, after)
+            build = _run([*opgen, "build"], project)
+            assert build.returncode == 0, build.stderr[-2000:]
+            env = dict(os.environ, HYPOTHESIS_PROFILE="ci")
+            proc = _run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"generated/tests/test_{op}_properties.py"],
+                        project, env=env)
+            dead = proc.returncode != 0 and "failed" in proc.stdout
+            killed += dead
+            report.append(f"{'killed' if dead else 'SURVIVED'}: {rel}: {old} -> {new}")
+        finally:
+            target.write_text(original)
+    _run([*opgen, "build"], project)
+    print("\n".join(report))
+    print(f"mutation kill rate: {killed}/{len(MUTANTS)}")
+    assert killed == len(MUTANTS), "\n".join(report)
