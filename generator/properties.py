@@ -111,3 +111,26 @@ def backward_matches_reference(overload, backward, op: OpSpec, namespace: str, c
         scale = max(1, out.numel() // max(1, tensors[name].numel()))  # reduced gradients sum many terms
         torch.testing.assert_close(got.to(torch.float64), want, atol=atol * scale, rtol=rtol * scale, equal_nan=True,
                                    msg=lambda m: f"gradient of '{name}': {m}")
+
+
+def rejects_shape_violation(overload, op: OpSpec, namespace: str, case: Case, bad_index: int) -> None:
+    """Input ``bad_index`` gets a last dimension that broadcasts with the first input's: the error names it."""
+    tensors = case.tensors(op)
+    names = [a.name for a in op.tensor_inputs]
+    first = tensors[names[0]]
+    if first.dim() == 0:
+        first = torch.zeros(3, 5, dtype=first.dtype)
+    last = first.shape[-1]
+    if last == 1:
+        last = 2
+        first = torch.zeros(*first.shape[:-1], 2, dtype=first.dtype)
+    tensors[names[0]] = first
+    bad_name = names[bad_index]
+    tensors[bad_name] = torch.zeros(last + 1 if last > 0 else 2, dtype=first.dtype)
+    try:
+        call(overload, op, tensors, case.attrs)
+    except RuntimeError as e:
+        assert f"{namespace}.{op.name}(): argument '{bad_name}' has shape" in str(e), str(e)
+    else:
+        shapes = {k: tuple(v.shape) for k, v in tensors.items()}
+        raise AssertionError(f"{op.name} accepted shapes {shapes}, which violate {op.shape}")

@@ -73,6 +73,13 @@ def test_rejects_unsupported_dtype(overload, dtype, case):
     P.rejects_wrong_dtype(overload, OP, NAMESPACE, case, dtype)
 
 
+@pytest.mark.parametrize("bad_index", [1])
+@settings(deadline=None, max_examples=10)
+@given(case=S.cases(OP, layouts=("contiguous",)))
+def test_rejects_shapes_violating_the_rule(overload, bad_index, case):
+    P.rejects_shape_violation(overload, OP, NAMESPACE, case, bad_index)
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 def test_cuda_matches_cpu(overload):
     if not torch._C._dispatch_has_kernel_for_dispatch_key(f"{NAMESPACE}::{OP.name}", "CUDA"):
