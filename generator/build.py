@@ -38,8 +38,16 @@ class BuildResult:
     ran: bool  # ninja had work to do
 
 
-def library_path(config: ProjectConfig) -> Path:
-    return config.build_dir / f"lib{config.namespace}.so"
+def variant_dir(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None) -> Path:
+    """build/ for the normal build; build/debug or build/sanitize for the others, so switching
+    between them never throws away the normal build's objects."""
+    if sanitize:
+        return config.build_dir / "sanitize"
+    return config.build_dir / "debug" if debug else config.build_dir
+
+
+def library_path(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None) -> Path:
+    return variant_dir(config, debug=debug, sanitize=sanitize) / f"lib{config.namespace}.so"
 
 
 def capabilities() -> list[str]:
@@ -90,12 +98,13 @@ def _sources(config: ProjectConfig) -> list[str]:
 def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None) -> Path:
     from ninja import ninja_syntax  # the pip ninja package ships the writer
 
-    build = config.build_dir
+    build = variant_dir(config, debug=debug, sanitize=sanitize)
     build.mkdir(parents=True, exist_ok=True)
     csrc = (config.output_dir / "csrc").resolve()
     torch_cflags, ldflags = _torch_flags()
-    opt = ["-O0", "-g"] if debug else ["-O3", "-DNDEBUG"]
-    san = [f"-fsanitize={sanitize}", "-fno-omit-frame-pointer"] if sanitize else []
+    opt = ["-O0", "-g"] if debug else (["-O1", "-g"] if sanitize else ["-O3", "-DNDEBUG"])
+    # torch itself is not built with UBSan, so its RTTI can't back the vptr check
+    san = [f"-fsanitize={sanitize}", "-fno-sanitize=vptr", "-fno-omit-frame-pointer"] if sanitize else []
     common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi", "-Wno-maybe-uninitialized",
               "-Werror", *opt, *san, *torch_cflags]
     caps = capabilities()
@@ -144,8 +153,9 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
                     variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap, "pch_header": header,
                                "label": src})
             objects.append(obj)
-    n.build(str(library_path(config)), "link", objects)
-    n.default(str(library_path(config)))
+    library = str(library_path(config, debug=debug, sanitize=sanitize))
+    n.build(library, "link", objects)
+    n.default(library)
     path = build / "build.ninja"
     _write_if_changed(path, buf.getvalue())
     return path
@@ -173,4 +183,4 @@ def build(config: ProjectConfig, *, jobs: int | None = None, verbose: bool = Fal
         raise OpgenError(f"build failed (ninja exit {proc.returncode}); see the compiler output above")
     if proc.stdout and ran and verbose:
         sys.stdout.write(proc.stdout)
-    return BuildResult(library_path(config), ran)
+    return BuildResult(library_path(config, debug=debug, sanitize=sanitize), ran)

@@ -106,6 +106,8 @@ def parse_expr(text: str) -> Expr:
     if len(text) > MAX_EXPR_CHARS:
         raise ExprError(0, f"expression is {len(text)} characters; the limit is {MAX_EXPR_CHARS}")
     text = text.replace("\r\n", " ").replace("\n", " ").replace("\r", " ")
+    if "#" in text:
+        raise ExprError(text.index("#"), "'#' is not allowed in expressions (comments belong in YAML, after the value)")
     stripped = text.lstrip()
     lead = len(text) - len(stripped)
     if not stripped:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 from .build import library_path
@@ -17,7 +18,8 @@ def load(project: str | Path | None = None):
     import torch
 
     config = load_config(project)
-    path = library_path(config)
+    # OPGEN_LIBRARY picks another build of the same library (e.g. build/sanitize/lib<ns>.so)
+    path = Path(os.environ["OPGEN_LIBRARY"]) if os.environ.get("OPGEN_LIBRARY") else library_path(config)
     if not path.is_file():
         raise OpgenError(f"{path} not found; run `opgen build`{'' if project is None else f' --project {project}'} first")
     resolved = str(path.resolve())

@@ -313,6 +313,8 @@ def _grad_shapes(op):
 def _needs_gradient(op):
     if op.gradient is None:
         pytest.skip(f"{op.name} has no gradient")
+    if not _supports(op, "float64"):
+        pytest.skip(f"{op.name} does not support float64, which gradient checks need")
 
 
 def _fn(built_ops, op, attrs):

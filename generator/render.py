@@ -42,6 +42,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         trim_blocks=True,
         lstrip_blocks=True,
+        auto_reload=False,  # one process renders each template many times; no stat() per render
     )
     env.filters.update(
         cpp_string=cpp.string_literal,

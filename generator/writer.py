@@ -106,16 +106,37 @@ def write_tree(out_dir: Path, files: dict[str, str]) -> Changes:
                 os.chmod(tmp, 0o644)
                 staged.append((Path(tmp), target))
             with _signals_held():
-                for tmp, target in staged:
-                    os.replace(tmp, target)
-                staged = []
-                for rel in changes.removed:
-                    (out_dir / rel).unlink(missing_ok=True)
-                    _prune_empty(out_dir, (out_dir / rel).parent)
+                _commit(out_dir, staged, [out_dir / rel for rel in changes.removed])
+            staged = []
         finally:
             for tmp, _ in staged:
                 tmp.unlink(missing_ok=True)
         return changes
+
+
+def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path]) -> None:
+    """Moves the previous versions aside, the new ones in, and on any error puts everything back."""
+    backups: list[tuple[Path, Path]] = []  # (backup, original location)
+    placed: list[Path] = []
+    try:
+        for target in [t for _, t in staged] + removed:
+            if target.exists():
+                backup = target.with_name(f".{target.name}.opgen-backup")
+                os.replace(target, backup)
+                backups.append((backup, target))
+        for tmp, target in staged:
+            os.replace(tmp, target)
+            placed.append(target)
+    except BaseException:
+        for target in placed:
+            target.unlink(missing_ok=True)
+        for backup, target in backups:
+            os.replace(backup, target)
+        raise
+    for backup, _ in backups:
+        backup.unlink(missing_ok=True)
+    for target in removed:
+        _prune_empty(out_dir, target.parent)
 
 
 def _prune_empty(root: Path, folder: Path) -> None:

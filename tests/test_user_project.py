@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
+from .test_robustness import HOSTILE_DOC
+
 GOLDEN_SPECS = Path(__file__).resolve().parent / "golden" / "project" / "specs"
 
 BAD_SQUARE = """\
@@ -45,6 +49,10 @@ for bad, expected in (
     else:
         raise AssertionError("no error: " + expected)
 torch.library.opcheck(ops.scale_rows.default, (x, s), {"offset": 1.5, "power": 2})
+sys.path.insert(0, sys.argv[1] + "/generated/python")
+import myops
+assert myops.hostile_doc.__doc__.startswith(sys.argv[2]), myops.hostile_doc.__doc__
+assert torch.equal(myops.hostile_doc(torch.ones(3)), torch.full((3,), 2.0))
 print("user project ok")
 """
 
@@ -56,10 +64,14 @@ def test_init_generate_build_load(tmp_path):
     assert (project / "specs" / "scaled_silu.yaml").is_file()
     shutil.copy(GOLDEN_SPECS / "scale_rows.yaml", project / "specs")
     (project / "specs" / "bad_square.yaml").write_text(BAD_SQUARE)
+    # a doc with comment terminators, quotes, Jinja and HTML must compile and survive intact
+    hostile = {"signature": "hostile_doc(Tensor x) -> Tensor", "doc": HOSTILE_DOC, "dtypes": ["float32"],
+               "shape": "same(x)", "kernel": {"pointwise": "x * 2"}, "gradient": "auto"}
+    (project / "specs" / "hostile_doc.yaml").write_text(yaml.safe_dump(hostile))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)
     subprocess.run([*opgen, "--project", str(project), "check"], check=True)
     subprocess.run([*opgen, "--project", str(project), "build"], check=True)
-    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(project)], capture_output=True, text=True)
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(project), HOSTILE_DOC], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "user project ok" in proc.stdout
     # `opgen test`: the generic property suite on the project's own specs

@@ -46,7 +46,7 @@ BACKWARD = {'name': 'softplus_backward', 'inputs': ['x'], 'saved': ['x'], 'attri
 
 
 @settings(deadline=None)
-@given(case=S.cases(OP, dtypes=("float32", "float64")))
+@given(case=S.cases(OP, dtypes=('float32', 'float64')))
 def test_backward_op_matches_autograd_of_reference(overload, case):
     import opgen
 

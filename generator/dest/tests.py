@@ -48,6 +48,7 @@ def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
         differentiable=repr([n for n, _ in gradient_formulas(op)]),
         unsupported=unsupported,
         backward=_backward(op),
+        backward_dtypes=tuple(d for d in ("float32", "float64") if d in supported),
         shape_violations=[1] if len(op.tensor_inputs) >= 2 and op.shape.kind != "explicit" and not op.test.shapes else [],
         failing_attributes=[(a, c) for a, c in testing.invalid_attribute_sets(op)],
     )

@@ -46,7 +46,7 @@ BACKWARD = {'name': 'weighted_sum_backward', 'inputs': ['a', 'b'], 'saved': [], 
 
 
 @settings(deadline=None)
-@given(case=S.cases(OP, dtypes=("float32", "float64")))
+@given(case=S.cases(OP, dtypes=('float32', 'float64')))
 def test_backward_op_matches_autograd_of_reference(overload, case):
     import opgen
 
@@ -71,6 +71,13 @@ def test_opcheck(overload, case):
 @given(case=S.cases(OP))
 def test_rejects_unsupported_dtype(overload, dtype, case):
     P.rejects_wrong_dtype(overload, OP, NAMESPACE, case, dtype)
+
+
+@pytest.mark.parametrize("bad_index", [1])
+@settings(deadline=None, max_examples=10)
+@given(case=S.cases(OP, layouts=("contiguous",)))
+def test_rejects_shapes_violating_the_rule(overload, bad_index, case):
+    P.rejects_shape_violation(overload, OP, NAMESPACE, case, bad_index)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")

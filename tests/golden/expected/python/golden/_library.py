@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import torch
@@ -14,6 +15,8 @@ _SEARCH = (Path(__file__).resolve().parent, Path(__file__).resolve().parent / '.
 
 
 def library_path() -> Path:
+    if os.environ.get("OPGEN_LIBRARY"):  # another build of this library, e.g. the sanitizer build
+        return Path(os.environ["OPGEN_LIBRARY"]).resolve()
     for folder in _SEARCH:
         candidate = (folder / LIBRARY_FILE).resolve()
         if candidate.is_file():

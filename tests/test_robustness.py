@@ -1,0 +1,158 @@
+"""The generator under hostile input and interruptions: injection through every string that
+reaches generated code, failures mid-write, concurrent runs, determinism across file order."""
+
+from __future__ import annotations
+
+import ast
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from opgen import writer
+from opgen.cli import main
+from opgen.render import render
+
+ROOT = Path(__file__).resolve().parent.parent
+HOSTILE_DOC = 'Ends */ here /* and " quotes \\\' \'\'\' """ {{ 7 * 7 }} {% if x %} <script>alert(1)</script> | pipe `code` ??/ trailing \\'
+
+
+def make_project(tmp_path: Path, specs=("weighted_sum", "relu", "clamp")) -> Path:
+    root = tmp_path / "proj"
+    (root / "specs").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "robust"\n')
+    for name in specs:
+        shutil.copy(ROOT / "specs" / f"{name}.yaml", root / "specs")
+    return root
+
+
+def snapshot(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".opgen.lock"}
+
+
+# ---- injection ---------------------------------------------------------------------------------
+
+
+def test_hostile_doc_is_escaped_for_every_target(tmp_path):
+    import yaml
+
+    root = make_project(tmp_path)
+    spec = root / "specs" / "relu.yaml"
+    doc = yaml.safe_load(spec.read_text())
+    doc["doc"] = HOSTILE_DOC
+    spec.write_text(yaml.safe_dump(doc))
+    assert main(["--project", str(root), "generate"]) == 0
+    out = root / "generated"
+    # Python: the module parses and its docstring holds the text exactly
+    module = ast.parse((out / "python/robust/_ops/relu.py").read_text())
+    fn = next(n for n in module.body if isinstance(n, ast.FunctionDef))
+    assert ast.get_docstring(fn).startswith(HOSTILE_DOC)
+    # C++: the text appears only inside // comments that do not continue onto the next line
+    for rel in ("csrc/ops/relu.cpp", "csrc/kernels/relu_cpu.cpp", "csrc/autograd/relu.cpp"):
+        for line in (out / rel).read_text().splitlines():
+            if "Ends */" in line:
+                assert line.lstrip().startswith("//") and not line.endswith("\\"), line
+            assert "#include <script>" not in line
+    # Markdown: HTML is inert
+    page = (out / "docs/relu.md").read_text()
+    assert "<script>" not in page and "&lt;script&gt;" in page
+
+
+@pytest.mark.parametrize("field, value", [
+    ("kernel", {"pointwise": 'maximum(x, 0)); system("rm -rf /"); ('}),
+    ("kernel", {"pointwise": "x\n#include <cstdlib>"}),
+    ("kernel", {"pointwise": "{{ x }}"}),
+    ("checks", ['min <= max") || true; //']),
+    ("shape", "same(x); abort()"),
+    ("gradient", {"x": "grad */ + 1"}),
+    ("signature", "clamp(Tensor x, *, float min, float max) -> Tensor /*"),
+    ("signature", 'clamp(Tensor x, *, str s="a\\"); b(") -> Tensor'),
+    ("reference", "__import__('os').system('x')"),
+])
+def test_code_injection_is_rejected_with_a_location(tmp_path, capsys, field, value):
+    import yaml
+
+    root = make_project(tmp_path)
+    assert main(["--project", str(root), "generate"]) == 0
+    before = snapshot(root / "generated")
+    spec = root / "specs" / "clamp.yaml"
+    doc = yaml.safe_load(spec.read_text())
+    doc[field] = value
+    spec.write_text(yaml.safe_dump(doc))
+    capsys.readouterr()
+    assert main(["--project", str(root), "generate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("specs/clamp.yaml:")
+    assert snapshot(root / "generated") == before
+
+
+@pytest.mark.parametrize("name", ["class", "def", "lambda", "int", "namespace", "__x", "x__y", "_private", "été", "1x", "None"])
+def test_names_must_be_safe_identifiers(tmp_path, capsys, name):
+    root = make_project(tmp_path, specs=())
+    (root / "specs" / "op.yaml").write_text(
+        f"signature: op(Tensor {name}) -> Tensor\ndtypes: [float32]\nshape: same({name})\nkernel: {{pointwise: {name}}}\n")
+    assert main(["--project", str(root), "generate"]) == 2
+    assert "specs/op.yaml:1:" in capsys.readouterr().err
+
+
+def test_templates_render_with_strict_undefined():
+    with pytest.raises(jinja2.UndefinedError):
+        render("csrc/library.cpp.j2")  # no namespace given
+
+
+def test_cpp_string_literals_escape_everything():
+    from opgen.api.cpp import string_literal
+
+    lit = string_literal('a"b\\c\n??/é\x00')
+    assert lit == '"a\\"b\\\\c\\012\\?\\?/\\303\\251\\000"'
+
+
+# ---- interrupted and concurrent runs -------------------------------------------------------------
+
+
+def test_a_failure_while_swapping_files_in_restores_the_previous_tree(tmp_path, monkeypatch):
+    root = make_project(tmp_path)
+    assert main(["--project", str(root), "generate"]) == 0
+    before = snapshot(root / "generated")
+    spec = root / "specs" / "relu.yaml"
+    spec.write_text(spec.read_text().replace("maximum(x, 0)", "maximum(0, x)").replace("Rectified", "The rectified"))
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def flaky_replace(src, dst):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise OSError("disk full (simulated)")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(writer.os, "replace", flaky_replace)
+    with pytest.raises(OSError):
+        writer.write_tree(root / "generated", __import__("opgen.cli", fromlist=["_load"])._load(
+            __import__("opgen.config", fromlist=["load_config"]).load_config(root))[1])
+    monkeypatch.setattr(writer.os, "replace", real_replace)
+    assert snapshot(root / "generated") == before
+    leftovers = [p.name for p in (root / "generated").rglob(".*") if p.name != ".opgen.lock"]
+    assert leftovers == []
+
+
+def test_concurrent_generates_leave_a_consistent_tree(tmp_path):
+    root = make_project(tmp_path)
+    procs = [subprocess.Popen([sys.executable, "-m", "opgen", "--project", str(root), "generate"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(4)]
+    for p in procs:
+        assert p.wait(timeout=120) == 0, p.stderr.read()
+    assert main(["--project", str(root), "check"]) == 0
+    assert [p.name for p in (root / "generated").rglob(".*") if p.name != ".opgen.lock"] == []
+
+
+def test_output_does_not_depend_on_spec_file_order(tmp_path):
+    outputs = []
+    for order in (("weighted_sum", "relu", "clamp"), ("clamp", "relu", "weighted_sum")):
+        root = make_project(tmp_path / "-".join(order), specs=order)
+        assert main(["--project", str(root), "generate"]) == 0
+        outputs.append(snapshot(root / "generated"))
+    assert outputs[0] == outputs[1]
