@@ -91,6 +91,15 @@ def cmd_new(args, config: ProjectConfig) -> int:
     return EXIT_OK
 
 
+def cmd_schema(args) -> int:
+    import json
+
+    from .json_schema import spec_schema
+
+    print(json.dumps(spec_schema(), indent=2, sort_keys=True))
+    return EXIT_OK
+
+
 def cmd_init(args) -> int:
     from .scaffold import init_project
 
@@ -102,6 +111,8 @@ def cmd_init(args) -> int:
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="opgen", description="Generate PyTorch operators from YAML specs.")
     p.add_argument("--project", metavar="DIR", default=".", help="project folder holding pyproject.toml (default: .)")
+    p.add_argument("--error-format", choices=("text", "github"), default="text",
+                   help="'github' prints spec errors as GitHub Actions annotations on the spec line")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("generate", help="write generated/ from specs/ (only changed files)")
     sub.add_parser("check", help="exit 1 with a diff when generated/ is stale")
@@ -114,6 +125,7 @@ def parser() -> argparse.ArgumentParser:
     sub.add_parser("list", help="list the ops and their schemas")
     n = sub.add_parser("new", help="write a commented spec to start from")
     n.add_argument("name")
+    sub.add_parser("schema", help="print the JSON Schema of the spec format (for editors)")
     i = sub.add_parser("init", help="create a new opgen project")
     i.add_argument("dir")
     i.add_argument("--namespace", default=None, help="op namespace (default: from the folder name)")
@@ -129,13 +141,20 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "init":
             return cmd_init(args)
+        if args.command == "schema":
+            return cmd_schema(args)
         config = load_config(args.project)
         handler = {"generate": cmd_generate, "check": cmd_check, "build": cmd_build, "test": cmd_test,
                    "list": cmd_list, "new": cmd_new}[args.command]
         return handler(args, config)
     except SpecErrors as e:
         for err in e.errors:
-            print(f"{err.location}: error: {err.message}", file=sys.stderr)
+            if args.error_format == "github":
+                loc = err.location
+                message = err.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+                print(f"::error file={loc.path},line={loc.line},col={loc.col}::{message}", file=sys.stderr)
+            else:
+                print(f"{err.location}: error: {err.message}", file=sys.stderr)
         n = len(e.errors)
         print(f"opgen: {n} error{'s' if n > 1 else ''}; nothing was written", file=sys.stderr)
         return EXIT_USAGE

@@ -9,7 +9,10 @@ from .config import NAMESPACE, ProjectConfig
 from .errors import OpgenError
 from .schema import reserved_reason
 
+SCHEMA_FILE = "opgen-spec.schema.json"
+
 SPEC_TEMPLATE = """\
+# yaml-language-server: $schema=../opgen-spec.schema.json
 # {name}: one op, one file. The full format is in opgen's docs/spec.md.
 # signature: PyTorch schema syntax; non-Tensor arguments are attributes (after `*`: keyword-only).
 signature: {name}(Tensor x, *, float alpha=1.0) -> Tensor
@@ -49,8 +52,19 @@ def check_op_name(name: str) -> None:
         raise OpgenError(f"invalid op name '{name}': {reason}")
 
 
+def write_schema(root: Path) -> None:
+    """The JSON Schema next to pyproject.toml, which specs written by `opgen new` point editors to."""
+    import json
+
+    from .json_schema import spec_schema
+
+    (root / SCHEMA_FILE).write_text(json.dumps(spec_schema(), indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def new_spec(config: ProjectConfig, name: str) -> Path:
     check_op_name(name)
+    if not (config.root / SCHEMA_FILE).exists():
+        write_schema(config.root)
     path = config.specs_dir / f"{name}.yaml"
     if path.exists():
         raise OpgenError(f"{path} already exists")
@@ -72,6 +86,7 @@ def init_project(root: Path, namespace: str | None) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text(PYPROJECT_TEMPLATE.format(name=root.name, namespace=namespace), encoding="utf-8")
     (root / ".gitignore").write_text("build/\n__pycache__/\ngenerated/.opgen.lock\n", encoding="utf-8")
+    write_schema(root)
     specs = root / "specs"
     specs.mkdir(exist_ok=True)
     (specs / "scaled_silu.yaml").write_text(SPEC_TEMPLATE.format(name="scaled_silu"), encoding="utf-8")

@@ -166,3 +166,10 @@ def test_console_script_runs_without_traceback(project):
     assert proc.stderr.startswith("specs/relu.yaml:2:10: error: unknown dtype 'flaoting'")
     assert "did you mean 'floating'?" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_github_error_format_annotates_the_spec_line(project, capsys):
+    (project / "specs/relu.yaml").write_text("signature: relu(Tensor x) -> Tensor\ndtypes: [flaoting]\nshape: same(x)\nkernel: {pointwise: x}\n")
+    assert main(["--project", str(project), "--error-format", "github", "generate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("::error file=specs/relu.yaml,line=2,col=10::unknown dtype 'flaoting'")

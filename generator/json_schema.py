@@ -1,0 +1,51 @@
+"""The JSON Schema of the spec format, built from the model's own tables (keys, dtypes,
+functions), so editors validate against exactly what `OpSpec.parse` accepts at the top level."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .dtypes import DTYPES, GROUPS
+from .functions import FUNCTIONS
+from .model import KERNEL_KEYS, TEST_KEYS, TOP_KEYS
+
+SCHEMA_ID = "https://opgen.dev/schemas/spec-v1.json"
+
+
+def spec_schema() -> dict[str, Any]:
+    expression = {"type": "string", "description": "An expression: numbers, argument names, + - * / **, comparisons, and "
+                  + ", ".join(sorted(FUNCTIONS)) + "."}
+    properties: dict[str, Any] = {
+        "signature": {"type": "string", "description": "PyTorch function-schema syntax, e.g. "
+                      "'weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor'. The op name equals the file name.",
+                      "pattern": r"^\s*[A-Za-z][A-Za-z0-9_]*\s*\("},
+        "doc": {"type": "string", "description": "One paragraph: the C++ comment, Python docstring and reference page."},
+        "dtypes": {"type": "array", "minItems": 1, "items": {"enum": sorted(DTYPES) + sorted(GROUPS)},
+                   "description": "Accepted dtypes and groups."},
+        "shape": {"description": "same(x), broadcast(a, b, ...) or a list of size expressions.",
+                  "oneOf": [{"type": "string", "pattern": r"^\s*(same|broadcast)\s*\("},
+                            {"type": "array", "items": {"type": "string"}}]},
+        "checks": {"type": "array", "items": {"type": "string"}, "description": "Conditions checked on every call."},
+        "kernel": {"type": "object", "additionalProperties": False, "minProperties": 1,
+                   "properties": {"pointwise": expression}},
+        "gradient": {"description": "'auto' or a formula per differentiable tensor input.",
+                     "oneOf": [{"const": "auto"}, {"type": "object", "additionalProperties": expression}]},
+        "reference": {"type": "string", "description": "A torch expression used by tests as the oracle."},
+        "test": {"type": "object", "additionalProperties": False, "properties": {
+            "ranges": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"},
+                                                                  "minItems": 2, "maxItems": 2}},
+            "shapes": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
+        }},
+    }
+    assert set(properties) == set(TOP_KEYS), "JSON Schema and model disagree on top-level keys"
+    assert set(properties["kernel"]["properties"]) == set(KERNEL_KEYS)
+    assert set(properties["test"]["properties"]) == set(TEST_KEYS)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": SCHEMA_ID,
+        "title": "opgen op spec (v1)",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["signature", "dtypes", "shape", "kernel"],
+        "properties": properties,
+    }
