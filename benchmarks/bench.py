@@ -17,7 +17,6 @@ import sys
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch.utils import benchmark
 
 import opgen

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from opgen import expr as E
 from opgen import testing
 from opgen.config import load_config
 from opgen.library import load_library
@@ -400,11 +401,7 @@ def test_explicit_formulas_agree_with_derived(op):
         env["result"] = eval(python.reference(op.kernel.expr, kernel_scope), env)  # noqa: S307 (printed from our IR)
         for name, formula in op.gradient.formulas:
             got = eval(python.reference(formula, kernel_scope), env)  # noqa: S307
-            want = eval(python.reference(derived.get(name, E_ZERO), kernel_scope), env)  # noqa: S307
+            want = eval(python.reference(derived.get(name, E.Num(0)), kernel_scope), env)  # noqa: S307
             torch.testing.assert_close(torch.as_tensor(got).expand(257), torch.as_tensor(want, dtype=torch.float64).expand(257),
                                        msg=lambda m: f"{op.name}: gradient formula for '{name}' disagrees with the derivative of the kernel: {m}")
 
-
-from opgen import expr as _E  # noqa: E402
-
-E_ZERO = _E.Num(0)

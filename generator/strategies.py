@@ -8,7 +8,6 @@ attributes from their types, defaults and the op's checks.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -79,6 +78,3 @@ def cases(op: OpSpec, dtypes: tuple[str, ...] | None = None, max_side: int = 5,
         seed=st.integers(0, 2**31 - 1),
     )
 
-
-def finite(x: float) -> bool:
-    return math.isfinite(x)

@@ -6,8 +6,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("OPGEN_PROJECT", str(ROOT))  # the project opgen.op_suite tests
 

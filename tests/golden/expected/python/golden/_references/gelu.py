@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from typing import Optional, Sequence, Union  # noqa: F401
+
 import torch  # noqa: F401
 
 
