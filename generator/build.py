@@ -83,7 +83,7 @@ def _torch_flags() -> tuple[list[str], list[str]]:
     ldflags = []
     for p in cpp_extension.library_paths():
         ldflags += [f"-L{p}", f"-Wl,-rpath,{p}"]
-    ldflags += ["-lc10", "-ltorch_cpu", "-ltorch"]
+    ldflags += ["-fopenmp", "-lc10", "-ltorch_cpu", "-ltorch"]
     return cflags, ldflags
 
 
@@ -105,7 +105,8 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     opt = ["-O0", "-g"] if debug else (["-O1", "-g"] if sanitize else ["-O3", "-DNDEBUG"])
     # torch itself is not built with UBSan, so its RTTI can't back the vptr check
     san = [f"-fsanitize={sanitize}", "-fno-sanitize=vptr", "-fno-omit-frame-pointer"] if sanitize else []
-    common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi", "-Wno-maybe-uninitialized",
+    # -fopenmp: at::parallel_for is inline; without it the flat contiguous loops run on one thread
+    common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-fopenmp", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi", "-Wno-maybe-uninitialized",
               "-Werror", *opt, *san, *torch_cflags]
     caps = capabilities()
     have_avx2 = ["-DOPGEN_HAVE_AVX2"] if "AVX2" in caps else []

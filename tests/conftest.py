@@ -19,3 +19,7 @@ def pytest_configure(config):
 
 
 from opgen.op_suite import built_ops, typed_api  # noqa: E402,F401  (shared session fixtures)
+
+# tests/golden/expected is a generated tree kept byte for byte, including its generated tests:
+# compared by test_golden.py, never collected.
+collect_ignore = ["golden"]

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
 #include <ATen/cpu/vec/functional.h>
 #include <ATen/cpu/vec/vec.h>
 #include <ATen/native/cpu/Loops.h>

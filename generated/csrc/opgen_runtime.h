@@ -124,6 +124,18 @@ inline at::Tensor sum_to_fresh(const at::Tensor& t, c10::SymIntArrayRef shape) {
   return r.is_same(t) ? r.clone(at::MemoryFormat::Contiguous) : r;
 }
 
+// True when every input has the output's shape, dtype and a contiguous layout, so the kernel can
+// run as one flat loop without a TensorIterator (the common case; saves its setup per call).
+inline bool same_layout_contiguous(const at::Tensor& out,
+                                   std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  for (const at::Tensor& t : inputs) {
+    if (!t.is_contiguous() || t.scalar_type() != out.scalar_type() || !t.sizes().equals(out.sizes())) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // Python's `and` / `or` over checks whose operands may be symbolic: evaluated left to right,
 // stopping at the first operand that decides the result.
 inline bool to_bool(const c10::SymBool& b) { return b.guard_bool(__FILE__, __LINE__); }

@@ -19,6 +19,7 @@ void add_loop(at::TensorIteratorBase& _iter, double alpha) {
     using _t = decltype(a);
     return (a + (_u0 * b));
   };
+
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
@@ -36,6 +37,48 @@ void add_loop(at::TensorIteratorBase& _iter, double alpha) {
   }
 }
 
+
+// Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+template <typename scalar_t>
+void add_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _a_ptr, const scalar_t* _b_ptr, double alpha) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(alpha);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  auto _f0 = [=]([[maybe_unused]] auto a, [[maybe_unused]] auto b, [[maybe_unused]] auto _u0) {
+    using _t = decltype(a);
+    return (a + (_u0 * b));
+  };
+
+  at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [&](int64_t _begin, int64_t _end) {
+    int64_t _i = _begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        auto [_a_lo, _a_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_a_ptr + _i));
+        auto [_b_lo, _b_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_b_ptr + _i));
+        at::vec::convert_from_float<scalar_t>(_f0(_a_lo, _b_lo, _u0v), _f0(_a_hi, _b_hi, _u0v)).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t a = _a_ptr[_i];
+        const scalar_t b = _b_ptr[_i];
+        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0));
+      }
+    } else {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        const _vec a = _vec::loadu(_a_ptr + _i);
+        const _vec b = _vec::loadu(_b_ptr + _i);
+        _f0(a, b, _u0v).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t a = _a_ptr[_i];
+        const scalar_t b = _b_ptr[_i];
+        _out[_i] = _f0(a, b, _u0);
+      }
+    }
+  });
+}
+
 template <typename scalar_t>
 void add_backward_loop(at::TensorIteratorBase& _iter, double alpha) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -47,6 +90,7 @@ void add_backward_loop(at::TensorIteratorBase& _iter, double alpha) {
     using _t = decltype(grad);
     return (grad * _u0);
   };
+
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
@@ -80,6 +124,23 @@ void add_kernel(at::TensorIteratorBase& _iter, double alpha) {
   }
 }
 
+
+void add_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double alpha) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return add_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_a_ptr), static_cast<const float*>(_b_ptr), alpha);
+    case at::ScalarType::Double:
+      return add_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_a_ptr), static_cast<const double*>(_b_ptr), alpha);
+    case at::ScalarType::Half:
+      return add_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out), static_cast<const at::Half*>(_a_ptr), static_cast<const at::Half*>(_b_ptr), alpha);
+    case at::ScalarType::BFloat16:
+      return add_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_a_ptr), static_cast<const at::BFloat16*>(_b_ptr), alpha);
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.add", "(): no CPU kernel for dtype ", _dtype);
+  }
+}
+
+
 void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -94,6 +155,7 @@ void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha) {
       TORCH_CHECK_TYPE(false, "opgen_ops.add_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
   }
 }
+
 
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen_ops::cpu

@@ -17,6 +17,7 @@ void sigmoid_loop(at::TensorIteratorBase& _iter) {
     using _t = decltype(x);
     return opgen::sigmoid(x);
   };
+
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
@@ -33,6 +34,42 @@ void sigmoid_loop(at::TensorIteratorBase& _iter) {
   }
 }
 
+
+// Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+template <typename scalar_t>
+void sigmoid_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  auto _f0 = [=]([[maybe_unused]] auto x) {
+    using _t = decltype(x);
+    return opgen::sigmoid(x);
+  };
+
+  at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [&](int64_t _begin, int64_t _end) {
+    int64_t _i = _begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+        at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi)).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t x = _x_ptr[_i];
+        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x)));
+      }
+    } else {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        const _vec x = _vec::loadu(_x_ptr + _i);
+        _f0(x).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t x = _x_ptr[_i];
+        _out[_i] = _f0(x);
+      }
+    }
+  });
+}
+
 template <typename scalar_t>
 void sigmoid_backward_loop(at::TensorIteratorBase& _iter) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -42,6 +79,7 @@ void sigmoid_backward_loop(at::TensorIteratorBase& _iter) {
     using _t = decltype(grad);
     return ((grad * result) * (_t(1.0) - result));
   };
+
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
@@ -76,6 +114,23 @@ void sigmoid_kernel(at::TensorIteratorBase& _iter) {
   }
 }
 
+
+void sigmoid_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return sigmoid_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_x_ptr));
+    case at::ScalarType::Double:
+      return sigmoid_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_x_ptr));
+    case at::ScalarType::Half:
+      return sigmoid_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out), static_cast<const at::Half*>(_x_ptr));
+    case at::ScalarType::BFloat16:
+      return sigmoid_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_x_ptr));
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.sigmoid", "(): no CPU kernel for dtype ", _dtype);
+  }
+}
+
+
 void sigmoid_backward_kernel(at::TensorIteratorBase& _iter) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -90,6 +145,7 @@ void sigmoid_backward_kernel(at::TensorIteratorBase& _iter) {
       TORCH_CHECK_TYPE(false, "opgen_ops.sigmoid_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
   }
 }
+
 
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen_ops::cpu

@@ -9,11 +9,13 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void add_kernel(at::TensorIteratorBase& _iter, double alpha);
 void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
+void add_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double alpha);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void add_kernel(at::TensorIteratorBase& _iter, double alpha);
 void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
+void add_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double alpha);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -43,6 +45,17 @@ at::Tensor add_prepare(const at::Tensor& a, const at::Tensor& b, double alpha) {
 at::Tensor add_cpu(const at::Tensor& a, const at::Tensor& b, double alpha) {
   at::Tensor _out = add_prepare(a, b, alpha);
   if (_out.numel() == 0) {
+    return _out;
+  }
+  if (opgen::same_layout_contiguous(_out, { a, b })) {
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::add_contiguous :
+#else
+      &cpu::DEFAULT::add_contiguous :
+#endif
+      &cpu::DEFAULT::add_contiguous;
+    _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), alpha);
     return _out;
   }
   auto _iter = at::TensorIteratorConfig()

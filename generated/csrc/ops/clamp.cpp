@@ -9,11 +9,13 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void clamp_kernel(at::TensorIteratorBase& _iter, double min, double max);
 void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max);
+void clamp_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double min, double max);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void clamp_kernel(at::TensorIteratorBase& _iter, double min, double max);
 void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max);
+void clamp_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double min, double max);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -39,6 +41,17 @@ at::Tensor clamp_prepare(const at::Tensor& x, double min, double max) {
 at::Tensor clamp_cpu(const at::Tensor& x, double min, double max) {
   at::Tensor _out = clamp_prepare(x, min, max);
   if (_out.numel() == 0) {
+    return _out;
+  }
+  if (opgen::same_layout_contiguous(_out, { x })) {
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::clamp_contiguous :
+#else
+      &cpu::DEFAULT::clamp_contiguous :
+#endif
+      &cpu::DEFAULT::clamp_contiguous;
+    _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), min, max);
     return _out;
   }
   auto _iter = at::TensorIteratorConfig()

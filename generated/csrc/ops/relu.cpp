@@ -9,11 +9,13 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void relu_kernel(at::TensorIteratorBase& _iter);
 void relu_backward_kernel(at::TensorIteratorBase& _iter);
+void relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void relu_kernel(at::TensorIteratorBase& _iter);
 void relu_backward_kernel(at::TensorIteratorBase& _iter);
+void relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -38,6 +40,17 @@ at::Tensor relu_prepare(const at::Tensor& x) {
 at::Tensor relu_cpu(const at::Tensor& x) {
   at::Tensor _out = relu_prepare(x);
   if (_out.numel() == 0) {
+    return _out;
+  }
+  if (opgen::same_layout_contiguous(_out, { x })) {
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::relu_contiguous :
+#else
+      &cpu::DEFAULT::relu_contiguous :
+#endif
+      &cpu::DEFAULT::relu_contiguous;
+    _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr());
     return _out;
   }
   auto _iter = at::TensorIteratorConfig()

@@ -9,11 +9,13 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void sigmoid_kernel(at::TensorIteratorBase& _iter);
 void sigmoid_backward_kernel(at::TensorIteratorBase& _iter);
+void sigmoid_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void sigmoid_kernel(at::TensorIteratorBase& _iter);
 void sigmoid_backward_kernel(at::TensorIteratorBase& _iter);
+void sigmoid_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -38,6 +40,17 @@ at::Tensor sigmoid_prepare(const at::Tensor& x) {
 at::Tensor sigmoid_cpu(const at::Tensor& x) {
   at::Tensor _out = sigmoid_prepare(x);
   if (_out.numel() == 0) {
+    return _out;
+  }
+  if (opgen::same_layout_contiguous(_out, { x })) {
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::sigmoid_contiguous :
+#else
+      &cpu::DEFAULT::sigmoid_contiguous :
+#endif
+      &cpu::DEFAULT::sigmoid_contiguous;
+    _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr());
     return _out;
   }
   auto _iter = at::TensorIteratorConfig()

@@ -9,11 +9,13 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void softplus_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
 void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+void softplus_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double beta, double threshold);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void softplus_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
 void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+void softplus_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double beta, double threshold);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -39,6 +41,17 @@ at::Tensor softplus_prepare(const at::Tensor& x, double beta, double threshold) 
 at::Tensor softplus_cpu(const at::Tensor& x, double beta, double threshold) {
   at::Tensor _out = softplus_prepare(x, beta, threshold);
   if (_out.numel() == 0) {
+    return _out;
+  }
+  if (opgen::same_layout_contiguous(_out, { x })) {
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::softplus_contiguous :
+#else
+      &cpu::DEFAULT::softplus_contiguous :
+#endif
+      &cpu::DEFAULT::softplus_contiguous;
+    _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), beta, threshold);
     return _out;
   }
   auto _iter = at::TensorIteratorConfig()

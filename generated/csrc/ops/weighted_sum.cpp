@@ -9,11 +9,13 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
+void weighted_sum_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double weight);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
+void weighted_sum_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double weight);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -43,6 +45,17 @@ at::Tensor weighted_sum_prepare(const at::Tensor& a, const at::Tensor& b, double
 at::Tensor weighted_sum_cpu(const at::Tensor& a, const at::Tensor& b, double weight) {
   at::Tensor _out = weighted_sum_prepare(a, b, weight);
   if (_out.numel() == 0) {
+    return _out;
+  }
+  if (opgen::same_layout_contiguous(_out, { a, b })) {
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::weighted_sum_contiguous :
+#else
+      &cpu::DEFAULT::weighted_sum_contiguous :
+#endif
+      &cpu::DEFAULT::weighted_sum_contiguous;
+    _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), weight);
     return _out;
   }
   auto _iter = at::TensorIteratorConfig()

@@ -21,6 +21,7 @@ void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power
     using _t = decltype(x);
     return ((x + _u0) * opgen::pow(scale, _u1));
   };
+
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
@@ -36,6 +37,50 @@ void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power
         [=](scalar_t x, scalar_t scale) -> scalar_t { return _f0(x, scale, _u0, _u1); },
         [=](_vec x, _vec scale) -> _vec { return _f0(x, scale, _u0v, _u1v); });
   }
+}
+
+
+// Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+template <typename scalar_t>
+void scale_rows_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(offset);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  const opmath_t _u1 = static_cast<opmath_t>(static_cast<double>(power));
+  [[maybe_unused]] const _fvec _u1v(_u1);
+  auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
+    using _t = decltype(x);
+    return ((x + _u0) * opgen::pow(scale, _u1));
+  };
+
+  at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [&](int64_t _begin, int64_t _end) {
+    int64_t _i = _begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+        auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
+        at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _scale_lo, _u0v, _u1v), _f0(_x_hi, _scale_hi, _u0v, _u1v)).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t x = _x_ptr[_i];
+        const scalar_t scale = _scale_ptr[_i];
+        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1));
+      }
+    } else {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        const _vec x = _vec::loadu(_x_ptr + _i);
+        const _vec scale = _vec::loadu(_scale_ptr + _i);
+        _f0(x, scale, _u0v, _u1v).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t x = _x_ptr[_i];
+        const scalar_t scale = _scale_ptr[_i];
+        _out[_i] = _f0(x, scale, _u0, _u1);
+      }
+    }
+  });
 }
 
 template <typename scalar_t>
@@ -57,6 +102,7 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int6
     using _t = decltype(grad);
     return (grad * ((x + _u1) * (_u0 * opgen::pow(scale, _u2))));
   };
+
   // Several outputs, one pass over memory.
   at::native::cpu_kernel_multiple_outputs(
       _iter,
@@ -78,6 +124,19 @@ void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t pow
   }
 }
 
+
+void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return scale_rows_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_x_ptr), static_cast<const float*>(_scale_ptr), offset, power);
+    case at::ScalarType::Double:
+      return scale_rows_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_x_ptr), static_cast<const double*>(_scale_ptr), offset, power);
+    default:
+      TORCH_CHECK_TYPE(false, "golden.scale_rows", "(): no CPU kernel for dtype ", _dtype);
+  }
+}
+
+
 void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -88,6 +147,7 @@ void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, in
       TORCH_CHECK_TYPE(false, "golden.scale_rows_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
   }
 }
+
 
 }  // namespace CPU_CAPABILITY
 }  // namespace golden::cpu

@@ -9,11 +9,13 @@ namespace golden::cpu {
 namespace DEFAULT {
 void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
 void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
+void gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, c10::string_view approximate);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
 void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
+void gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, c10::string_view approximate);
 }  // namespace AVX2
 #endif
 }  // namespace golden::cpu
@@ -39,6 +41,17 @@ at::Tensor gelu_prepare(const at::Tensor& x, c10::string_view approximate) {
 at::Tensor gelu_cpu(const at::Tensor& x, c10::string_view approximate) {
   at::Tensor _out = gelu_prepare(x, approximate);
   if (_out.numel() == 0) {
+    return _out;
+  }
+  if (opgen::same_layout_contiguous(_out, { x })) {
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::gelu_contiguous :
+#else
+      &cpu::DEFAULT::gelu_contiguous :
+#endif
+      &cpu::DEFAULT::gelu_contiguous;
+    _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), approximate);
     return _out;
   }
   auto _iter = at::TensorIteratorConfig()

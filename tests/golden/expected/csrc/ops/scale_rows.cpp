@@ -9,11 +9,13 @@ namespace golden::cpu {
 namespace DEFAULT {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
 void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
 void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 }  // namespace AVX2
 #endif
 }  // namespace golden::cpu
@@ -47,6 +49,17 @@ at::Tensor scale_rows_prepare(const at::Tensor& x, const at::Tensor& scale, cons
 at::Tensor scale_rows_cpu(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
   at::Tensor _out = scale_rows_prepare(x, scale, offset, power);
   if (_out.numel() == 0) {
+    return _out;
+  }
+  if (opgen::same_layout_contiguous(_out, { x, scale })) {
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::scale_rows_contiguous :
+#else
+      &cpu::DEFAULT::scale_rows_contiguous :
+#endif
+      &cpu::DEFAULT::scale_rows_contiguous;
+    _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
     return _out;
   }
   auto _iter = at::TensorIteratorConfig()
