@@ -59,15 +59,7 @@ def op(request) -> OpSpec:
     return next(o for o in _LIBRARY.ops if o.name == request.param)
 
 
-def _call_args(op, tensors, attrs):
-    args, kwargs = [], {}
-    for a in op.schema.arguments:
-        value = tensors[a.name] if a.is_tensor else attrs[a.name]
-        if a.kwarg_only:
-            kwargs[a.name] = value
-        else:
-            args.append(value)
-    return tuple(args), kwargs
+_call_args = testing.call_args
 
 
 def _sample(op, shapes=None, dtype=torch.float32, seed=0):

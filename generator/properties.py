@@ -15,13 +15,7 @@ from .strategies import Case
 
 
 def call(overload, op: OpSpec, tensors: dict, attrs: dict):
-    args, kwargs = [], {}
-    for a in op.schema.arguments:
-        value = tensors[a.name] if a.is_tensor else attrs[a.name]
-        if a.kwarg_only:
-            kwargs[a.name] = value
-        else:
-            args.append(value)
+    args, kwargs = testing.call_args(op, tensors, attrs)
     return overload(*args, **kwargs)
 
 
@@ -58,12 +52,8 @@ def gradients_check(overload, op: OpSpec, case: Case, differentiable: list[str])
 
 
 def opcheck(overload, op: OpSpec, case: Case) -> None:
-    tensors = case.tensors(op)
-    args, kwargs = [], {}
-    for a in op.schema.arguments:
-        value = tensors[a.name] if a.is_tensor else case.attrs[a.name]
-        (kwargs.__setitem__(a.name, value) if a.kwarg_only else args.append(value))
-    torch.library.opcheck(overload, tuple(args), kwargs)
+    args, kwargs = testing.call_args(op, case.tensors(op), case.attrs)
+    torch.library.opcheck(overload, args, kwargs)
 
 
 def rejects_wrong_dtype(overload, op: OpSpec, namespace: str, case: Case, bad_dtype) -> None:

@@ -112,6 +112,18 @@ def invalid_attribute_sets(op: OpSpec) -> list[tuple[dict[str, Any], str]]:
     return out
 
 
+def call_args(op: OpSpec, tensors: dict, attrs: dict) -> tuple[tuple, dict]:
+    """Positional and keyword arguments of a call, in the signature's order and kinds."""
+    args, kwargs = [], {}
+    for a in op.schema.arguments:
+        value = tensors[a.name] if a.is_tensor else attrs[a.name]
+        if a.kwarg_only:
+            kwargs[a.name] = value
+        else:
+            args.append(value)
+    return tuple(args), kwargs
+
+
 def load_op(project, name: str) -> OpSpec:
     """The validated spec of op ``name`` in ``project`` (for generated tests)."""
     from .config import load_config
