@@ -226,8 +226,21 @@ class Scope:
         return kind
 
 
-def typecheck(e: Expr, scope: Scope) -> str:
-    """Returns the kind of ``e`` or raises ExprError pointing at the offending node."""
+def typecheck(e: Expr, scope: Scope, memo: dict[int, str] | None = None) -> str:
+    """Returns the kind of ``e`` or raises ExprError pointing at the offending node.
+
+    Printers ask for the kind of every sub-expression; passing the same ``memo`` makes that
+    linear instead of quadratic in the expression's size.
+    """
+    if memo is None:
+        return _typecheck(e, scope, {})
+    kind = memo.get(id(e))
+    if kind is None:
+        kind = memo[id(e)] = _typecheck(e, scope, memo)
+    return kind
+
+
+def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
     if isinstance(e, Num):
         return INT if isinstance(e.value, int) else NUM
     if isinstance(e, Str):
@@ -240,7 +253,7 @@ def typecheck(e: Expr, scope: Scope) -> str:
             raise ExprError(e.col, f"tensor '{e.id}' can't be used as a value in a {scope.what}; use {e.id}.size(i), {e.id}.dim() or {e.id}.numel()")
         return kind
     if isinstance(e, Unary):
-        k = typecheck(e.operand, scope)
+        k = typecheck(e.operand, scope, memo)
         if e.op == "not":
             if k != BOOL:
                 raise ExprError(e.col, "'not' needs a uniform condition (a comparison of attributes or sizes)")
@@ -248,7 +261,7 @@ def typecheck(e: Expr, scope: Scope) -> str:
         _need_numeric(e.operand, k, "'-'")
         return k
     if isinstance(e, Binary):
-        lk, rk = typecheck(e.lhs, scope), typecheck(e.rhs, scope)
+        lk, rk = typecheck(e.lhs, scope, memo), typecheck(e.rhs, scope, memo)
         _need_numeric(e.lhs, lk, f"'{e.op}'")
         _need_numeric(e.rhs, rk, f"'{e.op}'")
         if e.op == "//":
@@ -263,7 +276,7 @@ def typecheck(e: Expr, scope: Scope) -> str:
             return NUM
         return INT
     if isinstance(e, Compare):
-        lk, rk = typecheck(e.lhs, scope), typecheck(e.rhs, scope)
+        lk, rk = typecheck(e.lhs, scope, memo), typecheck(e.rhs, scope, memo)
         if STR in (lk, rk):
             if lk != rk or e.op not in ("==", "!="):
                 raise ExprError(e.col, "strings can only be compared with == or != to a string")
@@ -273,11 +286,11 @@ def typecheck(e: Expr, scope: Scope) -> str:
         return MASK if ELEM in (lk, rk) else BOOL
     if isinstance(e, BoolOp):
         for v in e.values:
-            if typecheck(v, scope) != BOOL:
+            if typecheck(v, scope, memo) != BOOL:
                 raise ExprError(v.col, f"'{e.op}' needs uniform conditions; per-element conditions go into where(cond, a, b)")
         return BOOL
     if isinstance(e, In):
-        k = typecheck(e.operand, scope)
+        k = typecheck(e.operand, scope, memo)
         if k not in (STR, INT, NUM):
             raise ExprError(e.col, "'in' tests an attribute against a list of literals")
         for o in e.options:
@@ -296,7 +309,7 @@ def typecheck(e: Expr, scope: Scope) -> str:
         if len(e.args) != METHODS[e.method]:
             raise ExprError(e.col, f"{e.method}() takes {METHODS[e.method]} argument(s), got {len(e.args)}")
         for a in e.args:
-            if typecheck(a, scope) != INT:
+            if typecheck(a, scope, memo) != INT:
                 raise ExprError(a.col, f"the argument of {e.method}() must be an integer")
         return INT
     if isinstance(e, Call):
@@ -305,7 +318,7 @@ def typecheck(e: Expr, scope: Scope) -> str:
             raise ExprError(e.col, f"unknown function '{e.fn}'; allowed: {', '.join(sorted(FUNCTIONS))}{did_you_mean(e.fn, tuple(FUNCTIONS))}")
         if len(e.args) != fn.arity:
             raise ExprError(e.col, f"{e.fn}() takes {fn.arity} argument(s), got {len(e.args)}")
-        kinds = [typecheck(a, scope) for a in e.args]
+        kinds = [typecheck(a, scope, memo) for a in e.args]
         if e.fn == "where":
             if kinds[0] not in (MASK, BOOL):
                 raise ExprError(e.args[0].col, "the first argument of where() must be a condition, e.g. x > 0")

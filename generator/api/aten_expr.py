@@ -15,8 +15,9 @@ _CMP = {"<": "at::lt", "<=": "at::le", ">": "at::gt", ">=": "at::ge", "==": "at:
 _ARITH = {"+": "at::add", "-": "at::sub", "*": "at::mul", "/": "at::div", "**": "at::pow"}
 
 
-def aten(e: E.Expr, scope: E.Scope) -> str:
-    kind = E.typecheck(e, scope)
+def aten(e: E.Expr, scope: E.Scope, kinds: dict[int, str] | None = None) -> str:
+    kinds = {} if kinds is None else kinds
+    kind = E.typecheck(e, scope, kinds)
     if kind in (E.NUM, E.INT):
         return f"_s({_number(e, scope)})"
     if kind == E.BOOL:
@@ -24,15 +25,15 @@ def aten(e: E.Expr, scope: E.Scope) -> str:
     if isinstance(e, E.Name):
         return e.id
     if isinstance(e, E.Unary):
-        return f"at::neg({aten(e.operand, scope)})"
+        return f"at::neg({aten(e.operand, scope, kinds)})"
     if isinstance(e, E.Binary):
-        return f"{_ARITH[e.op]}({aten(e.lhs, scope)}, {aten(e.rhs, scope)})"
+        return f"{_ARITH[e.op]}({aten(e.lhs, scope, kinds)}, {aten(e.rhs, scope, kinds)})"
     if isinstance(e, E.Compare):
-        return f"{_CMP[e.op]}({aten(e.lhs, scope)}, {aten(e.rhs, scope)})"
+        return f"{_CMP[e.op]}({aten(e.lhs, scope, kinds)}, {aten(e.rhs, scope, kinds)})"
     if isinstance(e, E.Call):
-        args = [aten(a, scope) for a in e.args]
+        args = [aten(a, scope, kinds) for a in e.args]
         if e.fn == "where":
-            if E.typecheck(e.args[0], scope) == E.BOOL:
+            if E.typecheck(e.args[0], scope, kinds) == E.BOOL:
                 return f"({args[0]} ? {args[1]} : {args[2]})"
             return f"at::where({args[0]}, {args[1]}, {args[2]})"
         if e.fn == "clamp":

@@ -38,12 +38,13 @@ class _KernelPrinter:
         self.params = tensor_params
         self.numbers: list[str] = []
         self.conditions: list[str] = []
+        self.kinds: dict[int, str] = {}
 
     def is_uniform(self, e: E.Expr) -> bool:
         return not any(isinstance(n, E.Name) and self.scope.names.get(n.id) == E.TENSOR for n in E.walk(e))
 
     def element(self, e: E.Expr) -> str:
-        kind = E.typecheck(e, self.scope)
+        kind = E.typecheck(e, self.scope, self.kinds)
         if self.is_uniform(e):
             if isinstance(e, E.Num):
                 return f"_t({float_literal(e.value)})"
@@ -61,7 +62,7 @@ class _KernelPrinter:
         if isinstance(e, E.Compare):
             return f"({self.element(e.lhs)} {e.op} {self.element(e.rhs)})"
         if isinstance(e, E.Call):
-            if e.fn == "where" and E.typecheck(e.args[0], self.scope) == E.BOOL:
+            if e.fn == "where" and E.typecheck(e.args[0], self.scope, self.kinds) == E.BOOL:
                 c, a, b = (self.element(x) for x in e.args)
                 return f"({c} ? {a} : {b})"
             return f"opgen::{e.fn}({', '.join(self.element(a) for a in e.args)})"

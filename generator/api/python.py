@@ -57,6 +57,7 @@ def reference(e: E.Expr, scope: E.Scope) -> str:
 class _Reference:
     def __init__(self, scope: E.Scope) -> None:
         self.scope = scope
+        self.kinds: dict[int, str] = {}
 
     def uniform(self, e: E.Expr) -> bool:
         return not any(isinstance(n, E.Name) and self.scope.names.get(n.id) == E.TENSOR for n in E.walk(e))
@@ -78,7 +79,7 @@ class _Reference:
             return f"({self.print(e.operand)} in ({', '.join(self.print(o) for o in e.options)},))"
         if isinstance(e, E.Call):
             args = [self.print(a) for a in e.args]
-            if e.fn == "where" and E.typecheck(e.args[0], self.scope) == E.BOOL:
+            if e.fn == "where" and E.typecheck(e.args[0], self.scope, self.kinds) == E.BOOL:
                 return f"({args[1]} if {args[0]} else {args[2]})"
             if self.uniform(e):
                 return f"float({FUNCTIONS[e.fn].torch.format(*(f'_t({a})' for a in args))})"
