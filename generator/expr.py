@@ -319,6 +319,10 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
         if len(e.args) != fn.arity:
             raise ExprError(e.col, f"{e.fn}() takes {fn.arity} argument(s), got {len(e.args)}")
         kinds = [typecheck(a, scope, memo) for a in e.args]
+        if e.fn == "isfinite":
+            if kinds[0] not in (NUM, INT):
+                raise ExprError(e.col, "isfinite() takes an attribute or a number; it is for checks such as isfinite(eps)")
+            return BOOL
         if e.fn == "where":
             if kinds[0] not in (MASK, BOOL):
                 raise ExprError(e.args[0].col, "the first argument of where() must be a condition, e.g. x > 0")

@@ -49,7 +49,7 @@ def environment() -> jinja2.Environment:
         cpp_comment=cpp.comment,
         py_docstring=python.docstring,
         py_string=repr,
-        repr=repr,
+        repr=python.literal,
         md=markdown_text,
         md_code=markdown_code,
     )

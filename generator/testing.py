@@ -53,6 +53,8 @@ def evaluate(e: E.Expr, env: dict[str, Any]) -> Any:
         return all(values) if e.op == "and" else any(values)
     if isinstance(e, E.In):
         return evaluate(e.operand, env) in [evaluate(o, env) for o in e.options]
+    if isinstance(e, E.Call) and e.fn == "isfinite":
+        return math.isfinite(evaluate(e.args[0], env))
     raise ValueError(f"cannot evaluate {E.unparse(e)} without tensors")
 
 
@@ -104,7 +106,7 @@ def invalid_attribute_sets(op: OpSpec) -> list[tuple[dict[str, Any], str]]:
     checks = attribute_checks(op)
     out = []
     for i, c in enumerate(checks):
-        for values in itertools.product(*(_choices(op, n) + ["__bad__"] * (op.schema.argument(n).type.base == "str") for n in names)):
+        for values in itertools.product(*(_choices(op, n) + _invalid_extras(op, n) for n in names)):
             env = dict(zip(names, values))
             if not evaluate(c, env) and all(evaluate(o, env) for j, o in enumerate(checks) if j != i):
                 out.append((env, E.unparse(c)))
@@ -136,6 +138,12 @@ def load_op(project, name: str) -> OpSpec:
     if python_dir not in sys.path:
         sys.path.insert(0, python_dir)
     return next(op for op in load_library(config).ops if op.name == name)
+
+
+def _invalid_extras(op: OpSpec, name: str) -> list[Any]:
+    """Values worth trying only to violate a check: a string no check allows, non-finite floats."""
+    base = op.schema.argument(name).type.base
+    return {"str": ["__bad__"], "float": [math.inf, math.nan], "Scalar": [math.inf]}.get(base, [])
 
 
 def reference_fn(namespace: str, op: OpSpec):

@@ -22,6 +22,7 @@ SCOPE = E.Scope({"x": E.TENSOR, "y": E.TENSOR, "w": E.NUM, "n": E.INT, "flag": E
         ("where(mode == 'tanh', tanh(x), erf(x))", E.ELEM),
         ("w > 0 and not flag", E.BOOL),
         ("mode in ['a', 'b']", E.BOOL),
+        ("isfinite(w) and w > 0", E.BOOL),
         ("clamp(x, -1, 1) ** 2", E.ELEM),
     ],
 )
@@ -47,6 +48,7 @@ def test_kinds(text, kind):
         ("x // 2", 0, "'//' is for sizes"),
         ("  foo * x", 2, "unknown name 'foo'"),
         ("exp", 0, "'exp' is a function: call it as exp(...)"),
+        ("where(isfinite(x), x, 0)", 6, "isfinite() takes an attribute or a number"),
         ("exp(" * 100 + "x" + ")" * 100, 260, "too deeply nested"),
     ],
 )
@@ -95,6 +97,11 @@ def test_checks_over_sizes_are_symbolic():
     scope = E.Scope(SCOPE.names, False, "check")
     assert cpp_expr.symbolic(E.parse_expr("x.size(-1) == y.size(0)"), scope) == "x.sym_size(int64_t{-1}).sym_eq(y.sym_size(int64_t{0}))"
     assert cpp_expr.symbolic(E.parse_expr("w > 0 and n >= 1"), scope) == "((w > 0.0) && (static_cast<double>(n) >= 1.0))"
+
+
+def test_isfinite_in_checks():
+    scope = E.Scope(SCOPE.names, False, "check")
+    assert cpp_expr.symbolic(E.parse_expr("isfinite(w)"), scope) == "std::isfinite(static_cast<double>(w))"
 
 
 def test_python_reference_mirrors_the_kernel():

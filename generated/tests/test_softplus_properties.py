@@ -22,7 +22,7 @@ NAMESPACE = 'opgen_ops'
 OP = load_op(PROJECT, 'softplus')
 DIFFERENTIABLE = ['x']
 UNSUPPORTED_DTYPES = [torch.int64, torch.bool]
-FAILING_ATTRIBUTES = [({'beta': 0.0, 'threshold': 20.0}, 'beta != 0')]
+FAILING_ATTRIBUTES = [({'beta': 0.0, 'threshold': 20.0}, 'beta != 0'), ({'beta': float('inf'), 'threshold': 20.0}, 'isfinite(beta)')]
 
 
 @pytest.fixture(scope="module")

@@ -119,6 +119,8 @@ def uniform(e: E.Expr, scope: E.Scope) -> str:
         lhs = uniform(e.operand, scope)
         return "(" + " || ".join(f"{lhs} == {uniform(o, scope)}" for o in e.options) + ")"
     if isinstance(e, E.Call):
+        if e.fn == "isfinite":
+            return f"std::isfinite(static_cast<double>({uniform(e.args[0], scope)}))"
         if e.fn == "where":
             c, a, b = (uniform(x, scope) for x in e.args)
             return f"({c} ? {a} : {b})"

@@ -41,6 +41,24 @@ def call_arguments(args: tuple[Argument, ...]) -> str:
     return ", ".join(a.name if not a.kwarg_only else f"{a.name}={a.name}" for a in args)
 
 
+def literal(value) -> str:
+    """A Python literal for plain data (dicts, lists, tuples, str, numbers), non-finite floats included."""
+    import math
+
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"float({str(value)!r})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{literal(k)}: {literal(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        items = [literal(v) for v in value]
+        return f"({items[0]},)" if len(items) == 1 else "(" + ", ".join(items) + ")"
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return repr(value)
+    raise TypeError(f"no Python literal for {type(value).__name__}")
+
+
 def docstring(text: str) -> str:
     """A triple-quoted Python literal holding ``text``."""
     body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
