@@ -30,7 +30,7 @@ def median_us(fn, min_run_time: float) -> float:
     return t.blocked_autorange(min_run_time=min_run_time).median * 1e6
 
 
-def kernel_rows(sizes, use_compile: bool, min_run_time: float):
+def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float32):
     cases = {
         "weighted_sum": (2, lambda a, b: ops.weighted_sum(a, b, weight=0.5), lambda a, b: 0.5 * a + b),
         "gelu": (1, lambda x: ops.gelu(x), lambda x: 0.5 * x * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))),
@@ -39,9 +39,9 @@ def kernel_rows(sizes, use_compile: bool, min_run_time: float):
     rows = []
     for name, (n_in, generated, composite) in cases.items():
         for size in sizes:
-            inputs = [torch.randn(int(size)) for _ in range(n_in)]
-            out = torch.empty(int(size))
-            row = {"op": name, "elements": int(size)}
+            inputs = [torch.randn(int(size), dtype=dtype) for _ in range(n_in)]
+            out = torch.empty(int(size), dtype=dtype)
+            row = {"op": name, "dtype": str(dtype).removeprefix("torch."), "elements": int(size)}
             row["generated_us"] = median_us(lambda: generated(*inputs), min_run_time)
             row["eager_composite_us"] = median_us(lambda: composite(*inputs), min_run_time)
             if use_compile:
@@ -51,7 +51,7 @@ def kernel_rows(sizes, use_compile: bool, min_run_time: float):
             row["copy_ceiling_us"] = median_us(lambda: out.copy_(inputs[0]), min_run_time)
             # backward: forward + backward of a sum, fused generated vs eager autograd of the composite
             leaves = [t.clone().requires_grad_() for t in inputs]
-            grad = torch.ones(int(size))
+            grad = torch.ones(int(size), dtype=dtype)
             row["generated_fwd_bwd_us"] = median_us(lambda: torch.autograd.grad(generated(*leaves), leaves, grad), min_run_time)
             row["eager_fwd_bwd_us"] = median_us(lambda: torch.autograd.grad(composite(*leaves), leaves, grad), min_run_time)
             row["speedup_vs_eager"] = row["eager_composite_us"] / row["generated_us"]
@@ -102,9 +102,39 @@ def overhead_rows(min_run_time: float):
 
 def print_row(row):
     extra = f" compile {row['torch_compile_us']:10.1f}" if "torch_compile_us" in row else ""
-    print(f"  {row['op']:13} {row['elements']:>9}  generated {row['generated_us']:10.1f}  eager {row['eager_composite_us']:10.1f}"
+    print(f"  {row['op']:13} {row['dtype']:>8} {row['elements']:>9}  generated {row['generated_us']:10.1f}  eager {row['eager_composite_us']:10.1f}"
           f"{extra}  copy {row['copy_ceiling_us']:9.1f}  | fwd+bwd generated {row['generated_fwd_bwd_us']:10.1f}"
           f"  eager {row['eager_fwd_bwd_us']:10.1f}  (us)")
+
+
+def plot(path: Path, rows) -> None:
+    """Throughput (elements per microsecond) against size, one panel per op."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib not installed: no plot (pip install matplotlib)")
+        return
+    ops_ = sorted({r["op"] for r in rows})
+    fig, axes = plt.subplots(1, len(ops_), figsize=(5 * len(ops_), 4), squeeze=False)
+    series = [("generated_us", "generated"), ("eager_composite_us", "eager ATen"), ("torch_compile_us", "torch.compile"),
+              ("copy_ceiling_us", "copy (ceiling)")]
+    for ax, op in zip(axes[0], ops_):
+        mine = [r for r in rows if r["op"] == op]
+        for key, label in series:
+            if key in mine[0]:
+                ax.plot([r["elements"] for r in mine], [r["elements"] / r[key] for r in mine], marker="o", label=label)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_title(f"{op}, float32")
+        ax.set_xlabel("elements")
+        ax.set_ylabel("elements per us (higher is better)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 def write_csv(path: Path, rows):
@@ -125,14 +155,17 @@ def main(argv=None) -> int:
     min_run_time = 0.05 if args.quick else 0.5
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
-    print("kernels, float32 (median us; lower is better):")
+    print("kernels (median us; lower is better):")
     kernels = kernel_rows(sizes, use_compile=not args.quick, min_run_time=min_run_time)
+    kernels += kernel_rows(sizes[:-1] if len(sizes) > 2 else sizes, use_compile=False, min_run_time=min_run_time,
+                           dtype=torch.bfloat16)
     print("call overhead, 8 floats (median us):")
     overhead = overhead_rows(min_run_time)
     if not args.quick:
         write_csv(Path(args.out) / "kernels.csv", kernels)
         write_csv(Path(args.out) / "overhead.csv", overhead)
-        print(f"wrote {args.out}/kernels.csv and overhead.csv")
+        plot(Path(args.out) / "kernels.png", [r for r in kernels if r["dtype"] == "float32"])
+        print(f"wrote {args.out}/kernels.csv, overhead.csv and kernels.png")
     return 0
 
 
