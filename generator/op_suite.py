@@ -397,3 +397,48 @@ def test_explicit_formulas_agree_with_derived(op):
             torch.testing.assert_close(torch.as_tensor(got).expand(257), torch.as_tensor(want, dtype=torch.float64).expand(257),
                                        msg=lambda m: f"{op.name}: gradient formula for '{name}' disagrees with the derivative of the kernel: {m}")
 
+
+
+# ---- out= ---------------------------------------------------------------------------------------
+
+
+def test_out_variant_writes_into_out(op, built_ops, typed_api):
+    fn = getattr(typed_api, op.name)
+    attrs = testing.attribute_sets(op)[0]
+    dtype = DTYPES[_float_dtype(op)]
+    tensors = _sample(op, dtype=dtype)
+    args, kwargs = _call_args(op, tensors, attrs)
+    expected = fn(*args, **kwargs)
+    for out in (torch.empty(expected.shape, dtype=dtype), torch.empty(0, dtype=dtype),
+                torch.empty(tuple(reversed(expected.shape)), dtype=dtype).t() if expected.dim() == 2 else torch.empty(0, dtype=dtype)):
+        result = fn(*args, **kwargs, out=out)
+        assert result is out
+        torch.testing.assert_close(out, expected)
+
+
+def test_out_variant_rejects_bad_out(op, built_ops, typed_api):
+    fn = getattr(typed_api, op.name)
+    attrs = testing.attribute_sets(op)[0]
+    dtype = DTYPES[_float_dtype(op)]
+    tensors = _sample(op, dtype=dtype)
+    args, kwargs = _call_args(op, tensors, attrs)
+    expected = fn(*args, **kwargs)
+    with pytest.raises(TypeError, match=rf"{NAMESPACE}\.{op.name}\(\): argument 'out' has dtype"):
+        fn(*args, **kwargs, out=torch.empty(expected.shape, dtype=torch.int64))
+    first = op.tensor_inputs[0].name
+    if tensors[first].shape == expected.shape:
+        with pytest.raises(RuntimeError, match="memory location"):
+            fn(*args, **kwargs, out=tensors[first])
+    grad_tensors = {k: v.clone().requires_grad_() for k, v in tensors.items()}
+    gargs, gkwargs = _call_args(op, grad_tensors, attrs)
+    with pytest.raises(RuntimeError, match=rf"{NAMESPACE}\.{op.name}\(\): the out= variant does not support automatic differentiation"):
+        fn(*gargs, **gkwargs, out=torch.empty(expected.shape, dtype=dtype))
+
+
+def test_out_variant_opcheck(op, built_ops):
+    attrs = testing.attribute_sets(op)[0]
+    dtype = DTYPES[_float_dtype(op)]
+    tensors = _sample(op, dtype=dtype)
+    args, kwargs = _call_args(op, tensors, attrs)
+    expected = getattr(built_ops, op.name).default(*args, **kwargs)
+    torch.library.opcheck(getattr(built_ops, op.name).out, args, {**kwargs, "out": torch.empty_like(expected)})

@@ -10,8 +10,11 @@
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/Version.h>
+#include <ATen/MemoryOverlap.h>
+#include <ATen/native/Resize.h>
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/SymBool.h>
+#include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
 #include <initializer_list>
@@ -118,6 +121,30 @@ inline at::ScalarType result_type(std::initializer_list<std::reference_wrapper<c
   return at::native::result_type(state);
 }
 
+// The `out=` tensor must be defined, on the inputs' device and of the dtype the op computes.
+inline void check_out(const at::Tensor& out, at::ScalarType dtype, const at::Tensor& like, const char* op) {
+  TORCH_CHECK_VALUE(out.defined(), op, "(): argument 'out' is an undefined tensor");
+  TORCH_CHECK(out.device() == like.device(), op, "(): argument 'out' is on ", out.device(), " but the inputs are on ",
+              like.device());
+  TORCH_CHECK_TYPE(out.scalar_type() == dtype, op, "(): argument 'out' has dtype ", dtype_name(out.scalar_type()),
+                   ", but the result has dtype ", dtype_name(dtype));
+}
+
+// out= overloads are not differentiable: raise at the call, naming the argument, like ATen.
+inline void reject_grad_for_out(const c10::OperatorHandle& op, const torch::jit::Stack* stack, const char* name) {
+  if (!at::GradMode::is_enabled()) {
+    return;
+  }
+  const auto& args = op.schema().arguments();
+  const size_t first = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = (*stack)[first + i];
+    TORCH_CHECK(!(v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()), name,
+                "(): the out= variant does not support automatic differentiation, but argument '", args[i].name(),
+                "' requires grad; call it without out=");
+  }
+}
+
 // at::sum_to that never returns its argument: op outputs must not alias op inputs.
 inline at::Tensor sum_to_fresh(const at::Tensor& t, c10::SymIntArrayRef shape) {
   at::Tensor r = at::sum_to(t, shape);
@@ -128,6 +155,9 @@ inline at::Tensor sum_to_fresh(const at::Tensor& t, c10::SymIntArrayRef shape) {
 // run as one flat loop without a TensorIterator (the common case; saves its setup per call).
 inline bool same_layout_contiguous(const at::Tensor& out,
                                    std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  if (!out.is_contiguous()) {
+    return false;
+  }
   for (const at::Tensor& t : inputs) {
     if (!t.is_contiguous() || t.scalar_type() != out.scalar_type() || !t.sizes().equals(out.sizes())) {
       return false;

@@ -41,8 +41,18 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         shape_sizes=[cpp_expr.symbolic(s, scope) if any(isinstance(n, E.Method) for n in E.walk(s))
                      else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in op.shape.sizes],
         kernels=kernels,
+        out_schema=out_schema(op),
         bw=bw,
         bw_kernel_call=bw_kernel_call,
         kernel_call=("".join(", " + a for a in kernel_call.split(", ")) if kernel_call else ""),
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
+
+
+def out_schema(op: OpSpec) -> str:
+    """`<op>.out(..., *, Tensor(a!) out) -> ()`: the out= overload of a one-output op."""
+    schema = str(op.schema)
+    head, _, _ = schema.rpartition(") -> ")
+    star = "" if any(a.kwarg_only for a in op.schema.arguments) else "*, "
+    name_end = head.index("(")
+    return f"{head[:name_end]}.out{head[name_end:]}, {star}Tensor(a!) out) -> ()"

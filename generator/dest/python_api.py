@@ -27,13 +27,14 @@ def emit_package(lib: Library) -> list[GeneratedFile]:
 
 def docstring(op: OpSpec) -> str:
     text = op.doc or f"The {op.name} op."
-    return f"{text}\n\nSchema: ``{op.schema}``\n"
+    return f"{text}\n\nSchema: ``{op.schema}``. With ``out=``, writes into that tensor (resized if needed).\n"
 
 
 def emit_op(op: OpSpec, lib: Library) -> list[GeneratedFile]:
     base = f"python/{lib.namespace}"
     params = python.parameters(op.schema.arguments)
-    wrapper = render("python/_ops/op.py.j2", op=op, ns=lib.namespace, params=params,
+    out_param = (", " if any(a.kwarg_only for a in op.schema.arguments) else ", *, ") + "out: Optional[Tensor] = None"
+    wrapper = render("python/_ops/op.py.j2", op=op, ns=lib.namespace, params=params + out_param,
                      call=python.call_arguments(op.schema.arguments), docstring=docstring(op))
     expression = op.reference if op.reference is not None else python.reference(op.kernel.expr, kernel_scope(op))
     ref = render("python/_references/op.py.j2", op=op, params=params.replace(": Tensor", ": torch.Tensor"), expression=expression)

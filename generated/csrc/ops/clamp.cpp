@@ -25,23 +25,42 @@ namespace {
 
 constexpr const char* _op = "opgen_ops.clamp";
 
-// Validates the arguments and allocates the output; shared by the CPU and Meta kernels.
-at::Tensor clamp_prepare(const at::Tensor& x, double min, double max) {
+// Validates the arguments; returns the output's shape and dtype. Shared by every kernel.
+std::pair<c10::SymDimVector, at::ScalarType> clamp_check(const at::Tensor& x, double min, double max) {
   opgen::check_defined(x, _op, "x");
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
   TORCH_CHECK_VALUE((min <= max), _op, "(): check '", "min <= max", "' failed (got max=", max, ", min=", min, ")");
   [[maybe_unused]] constexpr const char* _rule = "same(x)";
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
-  const at::ScalarType _dtype = opgen::result_type({ x });
+  return {std::move(_shape), opgen::result_type({ x })};
+}
+
+at::Tensor clamp_prepare(const at::Tensor& x, double min, double max) {
+  auto [_shape, _dtype] = clamp_check(x, min, max);
   return at::empty_symint(_shape, x.options().dtype(_dtype));
 }
 
-}  // namespace
+// out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
+// Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
+at::Tensor& clamp_prepare_out(const at::Tensor& x, double min, double max, at::Tensor& out, bool _real) {
+  auto [_shape, _dtype] = clamp_check(x, min, max);
+  opgen::check_out(out, _dtype, x, _op);
+  if (_real) {
+    at::assert_no_overlap(out, x);
+  }
+  if (at::native::resize_output_check_symint(out, _shape)) {
+    out.resize__symint(_shape);
+  }
+  if (_real) {
+    at::assert_no_internal_overlap(out);
+  }
+  return out;
+}
 
-at::Tensor clamp_cpu(const at::Tensor& x, double min, double max) {
-  at::Tensor _out = clamp_prepare(x, min, max);
+// Computes into `_out`, which has the right shape and dtype.
+void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor& _out) {
   if (_out.numel() == 0) {
-    return _out;
+    return;
   }
   if (opgen::same_layout_contiguous(_out, { x })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -52,7 +71,7 @@ at::Tensor clamp_cpu(const at::Tensor& x, double min, double max) {
 #endif
       &cpu::DEFAULT::clamp_contiguous;
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), min, max);
-    return _out;
+    return;
   }
   auto _iter = at::TensorIteratorConfig()
                   .add_output(_out)
@@ -67,11 +86,33 @@ at::Tensor clamp_cpu(const at::Tensor& x, double min, double max) {
 #endif
       &cpu::DEFAULT::clamp_kernel;
   _kernel(_iter, min, max);
+}
+
+}  // namespace
+
+at::Tensor clamp_cpu(const at::Tensor& x, double min, double max) {
+  at::Tensor _out = clamp_prepare(x, min, max);
+  clamp_compute(x, min, max, _out);
   return _out;
 }
 
 at::Tensor clamp_meta(const at::Tensor& x, double min, double max) {
   return clamp_prepare(x, min, max);
+}
+
+// The out= overload returns nothing (the caller has `out`), so functionalization and
+// torch.compile can treat it as a plain mutation of `out`.
+void clamp_out_cpu(const at::Tensor& x, double min, double max, at::Tensor& out) {
+  clamp_compute(x, min, max, clamp_prepare_out(x, min, max, out, true));
+}
+
+void clamp_out_meta(const at::Tensor& x, double min, double max, at::Tensor& out) {
+  clamp_prepare_out(x, min, max, out, false);
+}
+
+void clamp_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  opgen::reject_grad_for_out(op, stack, _op);
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
 
@@ -123,15 +164,29 @@ at::Tensor clamp_backward_meta(const at::Tensor& grad, const at::Tensor& x, doub
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("clamp(Tensor x, *, float min, float max) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("clamp.out(Tensor x, *, float min, float max, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("clamp_backward(Tensor grad, Tensor x, float min, float max, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("clamp", &opgen_ops::clamp_cpu);
+  m.impl("clamp.out", &opgen_ops::clamp_out_cpu);
   m.impl("clamp_backward", &opgen_ops::clamp_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("clamp", &opgen_ops::clamp_meta);
+  m.impl("clamp.out", &opgen_ops::clamp_out_meta);
   m.impl("clamp_backward", &opgen_ops::clamp_backward_meta);
+}
+
+// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
+  m.impl("clamp.out",
+         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::clamp_out_autograd>());
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
+  m.impl("clamp.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
 }

@@ -25,23 +25,42 @@ namespace {
 
 constexpr const char* _op = "opgen_ops.gelu";
 
-// Validates the arguments and allocates the output; shared by the CPU and Meta kernels.
-at::Tensor gelu_prepare(const at::Tensor& x, c10::string_view approximate) {
+// Validates the arguments; returns the output's shape and dtype. Shared by every kernel.
+std::pair<c10::SymDimVector, at::ScalarType> gelu_check(const at::Tensor& x, c10::string_view approximate) {
   opgen::check_defined(x, _op, "x");
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
   TORCH_CHECK_VALUE((c10::string_view(approximate) == "none" || c10::string_view(approximate) == "tanh"), _op, "(): check '", "approximate in ['none', 'tanh']", "' failed (got approximate=", approximate, ")");
   [[maybe_unused]] constexpr const char* _rule = "same(x)";
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
-  const at::ScalarType _dtype = opgen::result_type({ x });
+  return {std::move(_shape), opgen::result_type({ x })};
+}
+
+at::Tensor gelu_prepare(const at::Tensor& x, c10::string_view approximate) {
+  auto [_shape, _dtype] = gelu_check(x, approximate);
   return at::empty_symint(_shape, x.options().dtype(_dtype));
 }
 
-}  // namespace
+// out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
+// Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
+at::Tensor& gelu_prepare_out(const at::Tensor& x, c10::string_view approximate, at::Tensor& out, bool _real) {
+  auto [_shape, _dtype] = gelu_check(x, approximate);
+  opgen::check_out(out, _dtype, x, _op);
+  if (_real) {
+    at::assert_no_overlap(out, x);
+  }
+  if (at::native::resize_output_check_symint(out, _shape)) {
+    out.resize__symint(_shape);
+  }
+  if (_real) {
+    at::assert_no_internal_overlap(out);
+  }
+  return out;
+}
 
-at::Tensor gelu_cpu(const at::Tensor& x, c10::string_view approximate) {
-  at::Tensor _out = gelu_prepare(x, approximate);
+// Computes into `_out`, which has the right shape and dtype.
+void gelu_compute(const at::Tensor& x, c10::string_view approximate, const at::Tensor& _out) {
   if (_out.numel() == 0) {
-    return _out;
+    return;
   }
   if (opgen::same_layout_contiguous(_out, { x })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -52,7 +71,7 @@ at::Tensor gelu_cpu(const at::Tensor& x, c10::string_view approximate) {
 #endif
       &cpu::DEFAULT::gelu_contiguous;
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), approximate);
-    return _out;
+    return;
   }
   auto _iter = at::TensorIteratorConfig()
                   .add_output(_out)
@@ -67,11 +86,33 @@ at::Tensor gelu_cpu(const at::Tensor& x, c10::string_view approximate) {
 #endif
       &cpu::DEFAULT::gelu_kernel;
   _kernel(_iter, approximate);
+}
+
+}  // namespace
+
+at::Tensor gelu_cpu(const at::Tensor& x, c10::string_view approximate) {
+  at::Tensor _out = gelu_prepare(x, approximate);
+  gelu_compute(x, approximate, _out);
   return _out;
 }
 
 at::Tensor gelu_meta(const at::Tensor& x, c10::string_view approximate) {
   return gelu_prepare(x, approximate);
+}
+
+// The out= overload returns nothing (the caller has `out`), so functionalization and
+// torch.compile can treat it as a plain mutation of `out`.
+void gelu_out_cpu(const at::Tensor& x, c10::string_view approximate, at::Tensor& out) {
+  gelu_compute(x, approximate, gelu_prepare_out(x, approximate, out, true));
+}
+
+void gelu_out_meta(const at::Tensor& x, c10::string_view approximate, at::Tensor& out) {
+  gelu_prepare_out(x, approximate, out, false);
+}
+
+void gelu_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  opgen::reject_grad_for_out(op, stack, _op);
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
 
@@ -123,15 +164,29 @@ at::Tensor gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x, c10::
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("gelu(Tensor x, *, str approximate='tanh') -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("gelu.out(Tensor x, *, str approximate='tanh', Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("gelu_backward(Tensor grad, Tensor x, str approximate, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("gelu", &opgen_ops::gelu_cpu);
+  m.impl("gelu.out", &opgen_ops::gelu_out_cpu);
   m.impl("gelu_backward", &opgen_ops::gelu_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("gelu", &opgen_ops::gelu_meta);
+  m.impl("gelu.out", &opgen_ops::gelu_out_meta);
   m.impl("gelu_backward", &opgen_ops::gelu_backward_meta);
+}
+
+// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
+  m.impl("gelu.out",
+         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::gelu_out_autograd>());
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
+  m.impl("gelu.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
 }

@@ -25,22 +25,41 @@ namespace {
 
 constexpr const char* _op = "opgen_ops.relu";
 
-// Validates the arguments and allocates the output; shared by the CPU and Meta kernels.
-at::Tensor relu_prepare(const at::Tensor& x) {
+// Validates the arguments; returns the output's shape and dtype. Shared by every kernel.
+std::pair<c10::SymDimVector, at::ScalarType> relu_check(const at::Tensor& x) {
   opgen::check_defined(x, _op, "x");
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
   [[maybe_unused]] constexpr const char* _rule = "same(x)";
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
-  const at::ScalarType _dtype = opgen::result_type({ x });
+  return {std::move(_shape), opgen::result_type({ x })};
+}
+
+at::Tensor relu_prepare(const at::Tensor& x) {
+  auto [_shape, _dtype] = relu_check(x);
   return at::empty_symint(_shape, x.options().dtype(_dtype));
 }
 
-}  // namespace
+// out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
+// Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
+at::Tensor& relu_prepare_out(const at::Tensor& x, at::Tensor& out, bool _real) {
+  auto [_shape, _dtype] = relu_check(x);
+  opgen::check_out(out, _dtype, x, _op);
+  if (_real) {
+    at::assert_no_overlap(out, x);
+  }
+  if (at::native::resize_output_check_symint(out, _shape)) {
+    out.resize__symint(_shape);
+  }
+  if (_real) {
+    at::assert_no_internal_overlap(out);
+  }
+  return out;
+}
 
-at::Tensor relu_cpu(const at::Tensor& x) {
-  at::Tensor _out = relu_prepare(x);
+// Computes into `_out`, which has the right shape and dtype.
+void relu_compute(const at::Tensor& x, const at::Tensor& _out) {
   if (_out.numel() == 0) {
-    return _out;
+    return;
   }
   if (opgen::same_layout_contiguous(_out, { x })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -51,7 +70,7 @@ at::Tensor relu_cpu(const at::Tensor& x) {
 #endif
       &cpu::DEFAULT::relu_contiguous;
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr());
-    return _out;
+    return;
   }
   auto _iter = at::TensorIteratorConfig()
                   .add_output(_out)
@@ -66,11 +85,33 @@ at::Tensor relu_cpu(const at::Tensor& x) {
 #endif
       &cpu::DEFAULT::relu_kernel;
   _kernel(_iter);
+}
+
+}  // namespace
+
+at::Tensor relu_cpu(const at::Tensor& x) {
+  at::Tensor _out = relu_prepare(x);
+  relu_compute(x, _out);
   return _out;
 }
 
 at::Tensor relu_meta(const at::Tensor& x) {
   return relu_prepare(x);
+}
+
+// The out= overload returns nothing (the caller has `out`), so functionalization and
+// torch.compile can treat it as a plain mutation of `out`.
+void relu_out_cpu(const at::Tensor& x, at::Tensor& out) {
+  relu_compute(x, relu_prepare_out(x, out, true));
+}
+
+void relu_out_meta(const at::Tensor& x, at::Tensor& out) {
+  relu_prepare_out(x, out, false);
+}
+
+void relu_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  opgen::reject_grad_for_out(op, stack, _op);
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
 
@@ -122,15 +163,29 @@ at::Tensor relu_backward_meta(const at::Tensor& grad, const at::Tensor& x, c10::
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("relu(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("relu.out(Tensor x, *, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("relu_backward(Tensor grad, Tensor x, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("relu", &opgen_ops::relu_cpu);
+  m.impl("relu.out", &opgen_ops::relu_out_cpu);
   m.impl("relu_backward", &opgen_ops::relu_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("relu", &opgen_ops::relu_meta);
+  m.impl("relu.out", &opgen_ops::relu_out_meta);
   m.impl("relu_backward", &opgen_ops::relu_backward_meta);
+}
+
+// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
+  m.impl("relu.out",
+         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::relu_out_autograd>());
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
+  m.impl("relu.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
 }

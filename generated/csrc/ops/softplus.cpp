@@ -25,24 +25,43 @@ namespace {
 
 constexpr const char* _op = "opgen_ops.softplus";
 
-// Validates the arguments and allocates the output; shared by the CPU and Meta kernels.
-at::Tensor softplus_prepare(const at::Tensor& x, double beta, double threshold) {
+// Validates the arguments; returns the output's shape and dtype. Shared by every kernel.
+std::pair<c10::SymDimVector, at::ScalarType> softplus_check(const at::Tensor& x, double beta, double threshold) {
   opgen::check_defined(x, _op, "x");
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
   TORCH_CHECK_VALUE((beta != 0.0), _op, "(): check '", "beta != 0", "' failed (got beta=", beta, ")");
   TORCH_CHECK_VALUE(std::isfinite(static_cast<double>(beta)), _op, "(): check '", "isfinite(beta)", "' failed (got beta=", beta, ")");
   [[maybe_unused]] constexpr const char* _rule = "same(x)";
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
-  const at::ScalarType _dtype = opgen::result_type({ x });
+  return {std::move(_shape), opgen::result_type({ x })};
+}
+
+at::Tensor softplus_prepare(const at::Tensor& x, double beta, double threshold) {
+  auto [_shape, _dtype] = softplus_check(x, beta, threshold);
   return at::empty_symint(_shape, x.options().dtype(_dtype));
 }
 
-}  // namespace
+// out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
+// Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
+at::Tensor& softplus_prepare_out(const at::Tensor& x, double beta, double threshold, at::Tensor& out, bool _real) {
+  auto [_shape, _dtype] = softplus_check(x, beta, threshold);
+  opgen::check_out(out, _dtype, x, _op);
+  if (_real) {
+    at::assert_no_overlap(out, x);
+  }
+  if (at::native::resize_output_check_symint(out, _shape)) {
+    out.resize__symint(_shape);
+  }
+  if (_real) {
+    at::assert_no_internal_overlap(out);
+  }
+  return out;
+}
 
-at::Tensor softplus_cpu(const at::Tensor& x, double beta, double threshold) {
-  at::Tensor _out = softplus_prepare(x, beta, threshold);
+// Computes into `_out`, which has the right shape and dtype.
+void softplus_compute(const at::Tensor& x, double beta, double threshold, const at::Tensor& _out) {
   if (_out.numel() == 0) {
-    return _out;
+    return;
   }
   if (opgen::same_layout_contiguous(_out, { x })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -53,7 +72,7 @@ at::Tensor softplus_cpu(const at::Tensor& x, double beta, double threshold) {
 #endif
       &cpu::DEFAULT::softplus_contiguous;
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), beta, threshold);
-    return _out;
+    return;
   }
   auto _iter = at::TensorIteratorConfig()
                   .add_output(_out)
@@ -68,11 +87,33 @@ at::Tensor softplus_cpu(const at::Tensor& x, double beta, double threshold) {
 #endif
       &cpu::DEFAULT::softplus_kernel;
   _kernel(_iter, beta, threshold);
+}
+
+}  // namespace
+
+at::Tensor softplus_cpu(const at::Tensor& x, double beta, double threshold) {
+  at::Tensor _out = softplus_prepare(x, beta, threshold);
+  softplus_compute(x, beta, threshold, _out);
   return _out;
 }
 
 at::Tensor softplus_meta(const at::Tensor& x, double beta, double threshold) {
   return softplus_prepare(x, beta, threshold);
+}
+
+// The out= overload returns nothing (the caller has `out`), so functionalization and
+// torch.compile can treat it as a plain mutation of `out`.
+void softplus_out_cpu(const at::Tensor& x, double beta, double threshold, at::Tensor& out) {
+  softplus_compute(x, beta, threshold, softplus_prepare_out(x, beta, threshold, out, true));
+}
+
+void softplus_out_meta(const at::Tensor& x, double beta, double threshold, at::Tensor& out) {
+  softplus_prepare_out(x, beta, threshold, out, false);
+}
+
+void softplus_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  opgen::reject_grad_for_out(op, stack, _op);
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
 
@@ -124,15 +165,29 @@ at::Tensor softplus_backward_meta(const at::Tensor& grad, const at::Tensor& x, d
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("softplus(Tensor x, *, float beta=1.0, float threshold=20.0) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("softplus.out(Tensor x, *, float beta=1.0, float threshold=20.0, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("softplus_backward(Tensor grad, Tensor x, float beta, float threshold, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("softplus", &opgen_ops::softplus_cpu);
+  m.impl("softplus.out", &opgen_ops::softplus_out_cpu);
   m.impl("softplus_backward", &opgen_ops::softplus_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("softplus", &opgen_ops::softplus_meta);
+  m.impl("softplus.out", &opgen_ops::softplus_out_meta);
   m.impl("softplus_backward", &opgen_ops::softplus_backward_meta);
+}
+
+// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
+  m.impl("softplus.out",
+         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::softplus_out_autograd>());
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
+  m.impl("softplus.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
 }

@@ -25,8 +25,8 @@ namespace {
 
 constexpr const char* _op = "opgen_ops.weighted_sum";
 
-// Validates the arguments and allocates the output; shared by the CPU and Meta kernels.
-at::Tensor weighted_sum_prepare(const at::Tensor& a, const at::Tensor& b, double weight) {
+// Validates the arguments; returns the output's shape and dtype. Shared by every kernel.
+std::pair<c10::SymDimVector, at::ScalarType> weighted_sum_check(const at::Tensor& a, const at::Tensor& b, double weight) {
   opgen::check_defined(a, _op, "a");
   opgen::check_defined(b, _op, "b");
   opgen::check_dtype(a, _op, "a", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
@@ -36,16 +36,36 @@ at::Tensor weighted_sum_prepare(const at::Tensor& a, const at::Tensor& b, double
   c10::SymDimVector _shape;
   opgen::broadcast_into(_shape, a, _op, "a", _rule);
   opgen::broadcast_into(_shape, b, _op, "b", _rule);
-  const at::ScalarType _dtype = opgen::result_type({ a, b });
+  return {std::move(_shape), opgen::result_type({ a, b })};
+}
+
+at::Tensor weighted_sum_prepare(const at::Tensor& a, const at::Tensor& b, double weight) {
+  auto [_shape, _dtype] = weighted_sum_check(a, b, weight);
   return at::empty_symint(_shape, a.options().dtype(_dtype));
 }
 
-}  // namespace
+// out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
+// Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
+at::Tensor& weighted_sum_prepare_out(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out, bool _real) {
+  auto [_shape, _dtype] = weighted_sum_check(a, b, weight);
+  opgen::check_out(out, _dtype, a, _op);
+  if (_real) {
+    at::assert_no_overlap(out, a);
+    at::assert_no_overlap(out, b);
+  }
+  if (at::native::resize_output_check_symint(out, _shape)) {
+    out.resize__symint(_shape);
+  }
+  if (_real) {
+    at::assert_no_internal_overlap(out);
+  }
+  return out;
+}
 
-at::Tensor weighted_sum_cpu(const at::Tensor& a, const at::Tensor& b, double weight) {
-  at::Tensor _out = weighted_sum_prepare(a, b, weight);
+// Computes into `_out`, which has the right shape and dtype.
+void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weight, const at::Tensor& _out) {
   if (_out.numel() == 0) {
-    return _out;
+    return;
   }
   if (opgen::same_layout_contiguous(_out, { a, b })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -56,7 +76,7 @@ at::Tensor weighted_sum_cpu(const at::Tensor& a, const at::Tensor& b, double wei
 #endif
       &cpu::DEFAULT::weighted_sum_contiguous;
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), weight);
-    return _out;
+    return;
   }
   auto _iter = at::TensorIteratorConfig()
                   .add_output(_out)
@@ -72,11 +92,33 @@ at::Tensor weighted_sum_cpu(const at::Tensor& a, const at::Tensor& b, double wei
 #endif
       &cpu::DEFAULT::weighted_sum_kernel;
   _kernel(_iter, weight);
+}
+
+}  // namespace
+
+at::Tensor weighted_sum_cpu(const at::Tensor& a, const at::Tensor& b, double weight) {
+  at::Tensor _out = weighted_sum_prepare(a, b, weight);
+  weighted_sum_compute(a, b, weight, _out);
   return _out;
 }
 
 at::Tensor weighted_sum_meta(const at::Tensor& a, const at::Tensor& b, double weight) {
   return weighted_sum_prepare(a, b, weight);
+}
+
+// The out= overload returns nothing (the caller has `out`), so functionalization and
+// torch.compile can treat it as a plain mutation of `out`.
+void weighted_sum_out_cpu(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out) {
+  weighted_sum_compute(a, b, weight, weighted_sum_prepare_out(a, b, weight, out, true));
+}
+
+void weighted_sum_out_meta(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out) {
+  weighted_sum_prepare_out(a, b, weight, out, false);
+}
+
+void weighted_sum_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  opgen::reject_grad_for_out(op, stack, _op);
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
 
@@ -126,15 +168,29 @@ std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_meta(const at::Tensor& 
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("weighted_sum.out(Tensor a, Tensor b, *, float weight=1.0, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("weighted_sum_backward(Tensor grad, float weight, SymInt[] a__shape, SymInt[] b__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("weighted_sum", &opgen_ops::weighted_sum_cpu);
+  m.impl("weighted_sum.out", &opgen_ops::weighted_sum_out_cpu);
   m.impl("weighted_sum_backward", &opgen_ops::weighted_sum_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("weighted_sum", &opgen_ops::weighted_sum_meta);
+  m.impl("weighted_sum.out", &opgen_ops::weighted_sum_out_meta);
   m.impl("weighted_sum_backward", &opgen_ops::weighted_sum_backward_meta);
+}
+
+// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
+  m.impl("weighted_sum.out",
+         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::weighted_sum_out_autograd>());
+}
+
+TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
+  m.impl("weighted_sum.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
 }

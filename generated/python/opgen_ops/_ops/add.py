@@ -11,11 +11,15 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.opgen_ops.add.default
+_op_out = torch.ops.opgen_ops.add.out
 
 
-def add(a: Tensor, b: Tensor, *, alpha: float = 1.0) -> Tensor:
+def add(a: Tensor, b: Tensor, *, alpha: float = 1.0, out: Optional[Tensor] = None) -> Tensor:
     """`a + alpha * b` with broadcasting, like `torch.add(a, b, alpha=alpha)`.
 
-    Schema: ``add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor``
+    Schema: ``add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
-    return _op(a, b, alpha=alpha)
+    if out is None:
+        return _op(a, b, alpha=alpha)
+    _op_out(a, b, alpha=alpha, out=out)
+    return out

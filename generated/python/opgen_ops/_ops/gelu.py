@@ -11,11 +11,15 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.opgen_ops.gelu.default
+_op_out = torch.ops.opgen_ops.gelu.out
 
 
-def gelu(x: Tensor, *, approximate: str = 'tanh') -> Tensor:
+def gelu(x: Tensor, *, approximate: str = 'tanh', out: Optional[Tensor] = None) -> Tensor:
     """Gaussian error linear unit. `approximate='tanh'` (the default) uses the tanh approximation `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`; `approximate='none'` the exact `0.5 * x * (1 + erf(x / sqrt(2)))`.
 
-    Schema: ``gelu(Tensor x, *, str approximate='tanh') -> Tensor``
+    Schema: ``gelu(Tensor x, *, str approximate='tanh') -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
-    return _op(x, approximate=approximate)
+    if out is None:
+        return _op(x, approximate=approximate)
+    _op_out(x, approximate=approximate, out=out)
+    return out

@@ -11,11 +11,15 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.opgen_ops.relu.default
+_op_out = torch.ops.opgen_ops.relu.out
 
 
-def relu(x: Tensor) -> Tensor:
+def relu(x: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
     """Rectified linear unit, `max(x, 0)`; NaN stays NaN.
 
-    Schema: ``relu(Tensor x) -> Tensor``
+    Schema: ``relu(Tensor x) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
-    return _op(x)
+    if out is None:
+        return _op(x)
+    _op_out(x, out=out)
+    return out

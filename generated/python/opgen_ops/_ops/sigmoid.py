@@ -11,11 +11,15 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.opgen_ops.sigmoid.default
+_op_out = torch.ops.opgen_ops.sigmoid.out
 
 
-def sigmoid(x: Tensor) -> Tensor:
+def sigmoid(x: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
     """Logistic sigmoid, `1 / (1 + exp(-x))`.
 
-    Schema: ``sigmoid(Tensor x) -> Tensor``
+    Schema: ``sigmoid(Tensor x) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
-    return _op(x)
+    if out is None:
+        return _op(x)
+    _op_out(x, out=out)
+    return out

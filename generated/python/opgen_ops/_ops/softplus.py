@@ -11,11 +11,15 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.opgen_ops.softplus.default
+_op_out = torch.ops.opgen_ops.softplus.out
 
 
-def softplus(x: Tensor, *, beta: float = 1.0, threshold: float = 20.0) -> Tensor:
+def softplus(x: Tensor, *, beta: float = 1.0, threshold: float = 20.0, out: Optional[Tensor] = None) -> Tensor:
     """`log(1 + exp(beta * x)) / beta`, reverting to the identity where `beta * x > threshold` for numerical stability, like `torch.nn.functional.softplus`.
 
-    Schema: ``softplus(Tensor x, *, float beta=1.0, float threshold=20.0) -> Tensor``
+    Schema: ``softplus(Tensor x, *, float beta=1.0, float threshold=20.0) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
-    return _op(x, beta=beta, threshold=threshold)
+    if out is None:
+        return _op(x, beta=beta, threshold=threshold)
+    _op_out(x, beta=beta, threshold=threshold, out=out)
+    return out

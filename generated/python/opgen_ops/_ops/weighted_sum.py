@@ -11,11 +11,15 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.opgen_ops.weighted_sum.default
+_op_out = torch.ops.opgen_ops.weighted_sum.out
 
 
-def weighted_sum(a: Tensor, b: Tensor, *, weight: float = 1.0) -> Tensor:
+def weighted_sum(a: Tensor, b: Tensor, *, weight: float = 1.0, out: Optional[Tensor] = None) -> Tensor:
     """Fused `weight * a + b` with NumPy-style broadcasting.
 
-    Schema: ``weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor``
+    Schema: ``weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
-    return _op(a, b, weight=weight)
+    if out is None:
+        return _op(a, b, weight=weight)
+    _op_out(a, b, weight=weight, out=out)
+    return out

@@ -25,8 +25,8 @@ namespace {
 
 constexpr const char* _op = "golden.scale_rows";
 
-// Validates the arguments and allocates the output; shared by the CPU and Meta kernels.
-at::Tensor scale_rows_prepare(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
+// Validates the arguments; returns the output's shape and dtype. Shared by every kernel.
+std::pair<c10::SymDimVector, at::ScalarType> scale_rows_check(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
   opgen::check_defined(x, _op, "x");
   opgen::check_defined(scale, _op, "scale");
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double }, "float32, float64");
@@ -40,16 +40,36 @@ at::Tensor scale_rows_prepare(const at::Tensor& x, const at::Tensor& scale, cons
   opgen::check_sizes(_shape, _op, _rule);
   opgen::check_broadcasts_to(x, _shape, _op, "x", _rule);
   opgen::check_broadcasts_to(scale, _shape, _op, "scale", _rule);
-  const at::ScalarType _dtype = opgen::result_type({ x, scale });
+  return {std::move(_shape), opgen::result_type({ x, scale })};
+}
+
+at::Tensor scale_rows_prepare(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
+  auto [_shape, _dtype] = scale_rows_check(x, scale, offset, power);
   return at::empty_symint(_shape, x.options().dtype(_dtype));
 }
 
-}  // namespace
+// out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
+// Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
+at::Tensor& scale_rows_prepare_out(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out, bool _real) {
+  auto [_shape, _dtype] = scale_rows_check(x, scale, offset, power);
+  opgen::check_out(out, _dtype, x, _op);
+  if (_real) {
+    at::assert_no_overlap(out, x);
+    at::assert_no_overlap(out, scale);
+  }
+  if (at::native::resize_output_check_symint(out, _shape)) {
+    out.resize__symint(_shape);
+  }
+  if (_real) {
+    at::assert_no_internal_overlap(out);
+  }
+  return out;
+}
 
-at::Tensor scale_rows_cpu(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
-  at::Tensor _out = scale_rows_prepare(x, scale, offset, power);
+// Computes into `_out`, which has the right shape and dtype.
+void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, const at::Tensor& _out) {
   if (_out.numel() == 0) {
-    return _out;
+    return;
   }
   if (opgen::same_layout_contiguous(_out, { x, scale })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -60,7 +80,7 @@ at::Tensor scale_rows_cpu(const at::Tensor& x, const at::Tensor& scale, const at
 #endif
       &cpu::DEFAULT::scale_rows_contiguous;
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
-    return _out;
+    return;
   }
   auto _iter = at::TensorIteratorConfig()
                   .add_output(_out)
@@ -76,11 +96,33 @@ at::Tensor scale_rows_cpu(const at::Tensor& x, const at::Tensor& scale, const at
 #endif
       &cpu::DEFAULT::scale_rows_kernel;
   _kernel(_iter, offset.toDouble(), power);
+}
+
+}  // namespace
+
+at::Tensor scale_rows_cpu(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
+  at::Tensor _out = scale_rows_prepare(x, scale, offset, power);
+  scale_rows_compute(x, scale, offset, power, _out);
   return _out;
 }
 
 at::Tensor scale_rows_meta(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
   return scale_rows_prepare(x, scale, offset, power);
+}
+
+// The out= overload returns nothing (the caller has `out`), so functionalization and
+// torch.compile can treat it as a plain mutation of `out`.
+void scale_rows_out_cpu(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out) {
+  scale_rows_compute(x, scale, offset, power, scale_rows_prepare_out(x, scale, offset, power, out, true));
+}
+
+void scale_rows_out_meta(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out) {
+  scale_rows_prepare_out(x, scale, offset, power, out, false);
+}
+
+void scale_rows_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  opgen::reject_grad_for_out(op, stack, _op);
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
 
@@ -137,15 +179,29 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_meta(const at::Tensor& gr
 
 TORCH_LIBRARY_FRAGMENT(golden, m) {
   m.def("scale_rows(Tensor x, Tensor scale, *, Scalar offset=0, int power=1) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("scale_rows.out(Tensor x, Tensor scale, *, Scalar offset=0, int power=1, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("scale_rows_backward(Tensor grad, Tensor x, Tensor scale, Scalar offset, int power, SymInt[] x__shape, SymInt[] scale__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
   m.impl("scale_rows", &golden::scale_rows_cpu);
+  m.impl("scale_rows.out", &golden::scale_rows_out_cpu);
   m.impl("scale_rows_backward", &golden::scale_rows_backward_cpu);
 }
 
 TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("scale_rows", &golden::scale_rows_meta);
+  m.impl("scale_rows.out", &golden::scale_rows_out_meta);
   m.impl("scale_rows_backward", &golden::scale_rows_backward_meta);
+}
+
+// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+TORCH_LIBRARY_IMPL(golden, Autograd, m) {
+  m.impl("scale_rows.out",
+         torch::CppFunction::makeFromBoxedFunction<&golden::scale_rows_out_autograd>());
+}
+
+TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
+  m.impl("scale_rows.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
 }

@@ -11,11 +11,15 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.golden.clamp.default
+_op_out = torch.ops.golden.clamp.out
 
 
-def clamp(x: Tensor, *, min: float, max: float) -> Tensor:
+def clamp(x: Tensor, *, min: float, max: float, out: Optional[Tensor] = None) -> Tensor:
     """Limits every element to `[min, max]`; NaN stays NaN.
 
-    Schema: ``clamp(Tensor x, *, float min, float max) -> Tensor``
+    Schema: ``clamp(Tensor x, *, float min, float max) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
-    return _op(x, min=min, max=max)
+    if out is None:
+        return _op(x, min=min, max=max)
+    _op_out(x, min=min, max=max, out=out)
+    return out

@@ -11,11 +11,15 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.golden.scale_rows.default
+_op_out = torch.ops.golden.scale_rows.out
 
 
-def scale_rows(x: Tensor, scale: Tensor, *, offset: Union[int, float, bool] = 0, power: int = 1) -> Tensor:
+def scale_rows(x: Tensor, scale: Tensor, *, offset: Union[int, float, bool] = 0, power: int = 1, out: Optional[Tensor] = None) -> Tensor:
     """`(x + offset) * scale ** power` where `scale` holds one value per row of a 2-d `x`.
 
-    Schema: ``scale_rows(Tensor x, Tensor scale, *, Scalar offset=0, int power=1) -> Tensor``
+    Schema: ``scale_rows(Tensor x, Tensor scale, *, Scalar offset=0, int power=1) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
-    return _op(x, scale, offset=offset, power=power)
+    if out is None:
+        return _op(x, scale, offset=offset, power=power)
+    _op_out(x, scale, offset=offset, power=power, out=out)
+    return out
