@@ -46,3 +46,13 @@ except RuntimeError as e:
 compiled = torch.compile(lambda a, b: ops.gelu(ops.weighted_sum(a, b, weight=0.5)), fullgraph=True)
 print("\ntorch.compile(fullgraph=True) of weighted_sum -> gelu matches eager:",
       torch.allclose(compiled(a, b), ops.gelu(ops.weighted_sum(a, b, weight=0.5))))
+
+x = torch.randn(1000, 64, requires_grad=True)
+opgen_ops.gelu(x).sum().backward()
+x_ref = x.detach().clone().requires_grad_()
+F.gelu(x_ref, approximate="tanh").sum().backward()
+print("gelu backward (fused generated kernel) max |diff| vs torch:", f"{(x.grad - x_ref.grad).abs().max().item():.3g}")
+
+buffer = torch.empty(1000, 64)
+opgen_ops.weighted_sum(a, b, weight=0.5, out=buffer)
+print("weighted_sum(..., out=buffer) wrote into the buffer:", torch.equal(buffer, 0.5 * a + b))
