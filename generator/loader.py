@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 from .build import library_path
@@ -22,7 +23,18 @@ def load(project: str | Path | None = None):
     path = Path(os.environ["OPGEN_LIBRARY"]) if os.environ.get("OPGEN_LIBRARY") else library_path(config)
     if not path.is_file():
         raise OpgenError(f"{path} not found; run `opgen build`{'' if project is None else f' --project {project}'} first")
+    if is_stale(config, path):
+        warnings.warn(f"{path} is older than {config.output}/; run `opgen build` to load the current ops", stacklevel=2)
     resolved = str(path.resolve())
     if resolved not in torch.ops.loaded_libraries:
         torch.ops.load_library(resolved)
     return getattr(torch.ops, config.namespace)
+
+
+def is_stale(config, library: Path) -> bool:
+    """True when `opgen generate` wrote files after the library was built."""
+    from .generate import MANIFEST
+
+    newest = max((p.stat().st_mtime for p in (config.output_dir / "csrc").rglob("*") if p.is_file()), default=0.0)
+    manifest = config.output_dir / MANIFEST
+    return library.is_file() and manifest.is_file() and newest > library.stat().st_mtime

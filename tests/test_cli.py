@@ -173,3 +173,22 @@ def test_github_error_format_annotates_the_spec_line(project, capsys):
     assert main(["--project", str(project), "--error-format", "github", "generate"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("::error file=specs/relu.yaml,line=2,col=10::unknown dtype 'flaoting'")
+
+
+def test_a_library_older_than_generated_sources_is_stale(project):
+    import os
+    import time
+
+    from opgen.config import load_config
+    from opgen.loader import is_stale
+
+    run(project, "generate")
+    lib = project / "build" / "libtestops.so"
+    lib.parent.mkdir()
+    lib.write_bytes(b"")
+    config = load_config(project)
+    old = time.time() - 100
+    os.utime(lib, (old, old))
+    assert is_stale(config, lib)
+    os.utime(lib, None)
+    assert not is_stale(config, lib)
