@@ -402,43 +402,41 @@ def test_explicit_formulas_agree_with_derived(op):
 # ---- out= ---------------------------------------------------------------------------------------
 
 
-def test_out_variant_writes_into_out(op, built_ops, typed_api):
-    fn = getattr(typed_api, op.name)
+def _out_case(op, call):
+    """Inputs in the op's first float dtype, their call arguments, and the result without out=."""
     attrs = testing.attribute_sets(op)[0]
     dtype = DTYPES[_float_dtype(op)]
     tensors = _sample(op, dtype=dtype)
     args, kwargs = _call_args(op, tensors, attrs)
-    expected = fn(*args, **kwargs)
-    for out in (torch.empty(expected.shape, dtype=dtype), torch.empty(0, dtype=dtype),
-                torch.empty(tuple(reversed(expected.shape)), dtype=dtype).t() if expected.dim() == 2 else torch.empty(0, dtype=dtype)):
-        result = fn(*args, **kwargs, out=out)
-        assert result is out
+    return tensors, attrs, args, kwargs, call(*args, **kwargs)
+
+
+def test_out_variant_writes_into_out(op, built_ops, typed_api):
+    fn = getattr(typed_api, op.name)
+    _, _, args, kwargs, expected = _out_case(op, fn)
+    outs = [torch.empty_like(expected), torch.empty(0, dtype=expected.dtype)]  # exact, and resized from empty
+    if expected.dim() == 2:
+        outs.append(torch.empty(tuple(reversed(expected.shape)), dtype=expected.dtype).t())  # non-contiguous
+    for out in outs:
+        assert fn(*args, **kwargs, out=out) is out
         torch.testing.assert_close(out, expected)
 
 
 def test_out_variant_rejects_bad_out(op, built_ops, typed_api):
     fn = getattr(typed_api, op.name)
-    attrs = testing.attribute_sets(op)[0]
-    dtype = DTYPES[_float_dtype(op)]
-    tensors = _sample(op, dtype=dtype)
-    args, kwargs = _call_args(op, tensors, attrs)
-    expected = fn(*args, **kwargs)
+    tensors, attrs, args, kwargs, expected = _out_case(op, fn)
     with pytest.raises(TypeError, match=rf"{NAMESPACE}\.{op.name}\(\): argument 'out' has dtype"):
         fn(*args, **kwargs, out=torch.empty(expected.shape, dtype=torch.int64))
     first = op.tensor_inputs[0].name
     if tensors[first].shape == expected.shape:
         with pytest.raises(RuntimeError, match="memory location"):
             fn(*args, **kwargs, out=tensors[first])
-    grad_tensors = {k: v.clone().requires_grad_() for k, v in tensors.items()}
-    gargs, gkwargs = _call_args(op, grad_tensors, attrs)
+    gargs, gkwargs = _call_args(op, {k: v.clone().requires_grad_() for k, v in tensors.items()}, attrs)
     with pytest.raises(RuntimeError, match=rf"{NAMESPACE}\.{op.name}\(\): the out= variant does not support automatic differentiation"):
-        fn(*gargs, **gkwargs, out=torch.empty(expected.shape, dtype=dtype))
+        fn(*gargs, **gkwargs, out=torch.empty_like(expected))
 
 
 def test_out_variant_opcheck(op, built_ops):
-    attrs = testing.attribute_sets(op)[0]
-    dtype = DTYPES[_float_dtype(op)]
-    tensors = _sample(op, dtype=dtype)
-    args, kwargs = _call_args(op, tensors, attrs)
-    expected = getattr(built_ops, op.name).default(*args, **kwargs)
-    torch.library.opcheck(getattr(built_ops, op.name).out, args, {**kwargs, "out": torch.empty_like(expected)})
+    overload = getattr(built_ops, op.name)
+    _, _, args, kwargs, expected = _out_case(op, overload.default)
+    torch.library.opcheck(overload.out, args, {**kwargs, "out": torch.empty_like(expected)})
