@@ -8,6 +8,7 @@ and summed back to each input's shape. Only tensors that the formulas read are s
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .. import expr as E
@@ -69,7 +70,9 @@ class BackwardPlan:
         return f"{self.return_type}({', '.join(parts)})"
 
 
+@functools.lru_cache(maxsize=1024)
 def plan(op: OpSpec) -> BackwardPlan | None:
+    """The backward of ``op``; four emitters ask for it, so it is derived once per spec."""
     formulas = gradient_formulas(op)
     if not formulas:
         return None
