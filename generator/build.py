@@ -5,9 +5,11 @@ Layout of the build folder:
     pch/<CAP>/opgen_pch.h.gch   the precompiled header, one per CPU capability
     obj/<CAP>/...               object files
     lib<namespace>.so           the extension that `opgen.load()` loads
+    cuda/                       the same with the CUDA kernels (`--cuda`, a CUDA build of torch)
 
 Kernels (csrc/kernels/*_cpu.cpp) are compiled once per CPU capability with ATen's
-CPU_CAPABILITY convention; everything else once, for DEFAULT.
+CPU_CAPABILITY convention; everything else once, for DEFAULT. With CUDA, every .cpp is built
+with -DOPGEN_WITH_CUDA (which registers the CUDA dispatch key) and every .cu with nvcc.
 """
 
 from __future__ import annotations
@@ -38,16 +40,46 @@ class BuildResult:
     ran: bool  # ninja had work to do
 
 
-def variant_dir(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None) -> Path:
-    """build/ for the normal build; build/debug or build/sanitize for the others, so switching
-    between them never throws away the normal build's objects."""
+# Hopper as SASS plus PTX, so later GPUs JIT the kernels. OPGEN_CUDA_ARCHS="80;90" overrides.
+DEFAULT_CUDA_ARCHS = "90"
+NVCC_WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Werror"]
+
+
+def variant_dir(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None, cuda: bool = False) -> Path:
+    """build/ for the normal build; build/debug, build/sanitize or build/cuda for the others, so
+    switching between them never throws away the normal build's objects."""
     if sanitize:
         return config.build_dir / "sanitize"
+    if cuda:
+        return config.build_dir / "cuda"
     return config.build_dir / "debug" if debug else config.build_dir
 
 
-def library_path(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None) -> Path:
-    return variant_dir(config, debug=debug, sanitize=sanitize) / f"lib{config.namespace}.so"
+def library_path(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None, cuda: bool = False) -> Path:
+    return variant_dir(config, debug=debug, sanitize=sanitize, cuda=cuda) / f"lib{config.namespace}.so"
+
+
+def _nvcc() -> str | None:
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    candidates = [os.path.join(home, "bin", "nvcc")] if home else []
+    candidates += ["/usr/local/cuda/bin/nvcc", shutil.which("nvcc") or ""]
+    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+
+
+def _cuda_home() -> Path:
+    return Path(_nvcc()).resolve().parent.parent
+
+
+def cuda_unavailable() -> str | None:
+    """Why the CUDA kernels cannot be built here, or None when they can."""
+    import torch
+
+    if torch.version.cuda is None:
+        return (f"torch {torch.__version__} is a CPU build; the CUDA kernels compile against a CUDA build "
+                "of torch (e.g. torch==2.14.1)")
+    if _nvcc() is None:
+        return "nvcc not found (set CUDA_HOME or put nvcc on PATH)"
+    return None
 
 
 def capabilities() -> list[str]:
@@ -74,7 +106,10 @@ def _compiler() -> list[str]:
     return cxx
 
 
-def _torch_flags() -> tuple[list[str], list[str]]:
+def _torch_flags(cuda: bool = False) -> tuple[list[str], list[str]]:
+    if cuda:
+        # torch.utils.cpp_extension guesses CUDA_HOME from `which nvcc` (and warns) unless told
+        os.environ.setdefault("CUDA_HOME", str(_cuda_home()))
     import torch
     from torch.utils import cpp_extension
 
@@ -84,30 +119,65 @@ def _torch_flags() -> tuple[list[str], list[str]]:
     for p in cpp_extension.library_paths():
         ldflags += [f"-L{p}", f"-Wl,-rpath,{p}"]
     ldflags += ["-fopenmp", "-lc10", "-ltorch_cpu", "-ltorch"]
+    if cuda:
+        cuda_lib = _cuda_home() / "lib64"
+        ldflags += [f"-L{cuda_lib}", "-lc10_cuda", "-ltorch_cuda", "-lcudart"]
     return cflags, ldflags
 
 
-def _sources(config: ProjectConfig) -> list[str]:
+def _cuda_include_flags() -> list[str]:
+    """CUDA's headers, plus those of the pip `nvidia` wheels installed with torch: ATen's CUDA
+    headers include cuBLAS and cuSPARSE ones that a bare toolkit may lack."""
+    import torch
+
+    flags = [f"-isystem{_cuda_home() / 'include'}"]
+    nvidia = Path(torch.__file__).parent.parent / "nvidia"
+    flags += [f"-isystem{p}" for p in sorted(nvidia.glob("cu*/include"))]
+    return flags
+
+
+def _nvcc_flags(torch_cflags: list[str], opt: list[str]) -> list[str]:
+    archs = [a.strip() for a in os.environ.get("OPGEN_CUDA_ARCHS", DEFAULT_CUDA_ARCHS).replace(",", ";").split(";") if a.strip()]
+    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
+    gencode.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
+    # The same half/bfloat16 rules as torch's own CUDA build: c10 types, not CUDA's operators.
+    no_cuda_half = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]
+    return ["-std=c++20", "--expt-relaxed-constexpr", "--extended-lambda", "-Werror", "all-warnings",
+            "-Xcompiler", ",".join(["-fPIC", "-fvisibility=hidden", *NVCC_WARNINGS]), *opt, *gencode, *no_cuda_half,
+            *_split_isystem(torch_cflags + _cuda_include_flags()), "-DOPGEN_WITH_CUDA"]
+
+
+def _split_isystem(flags: list[str]) -> list[str]:
+    """nvcc takes `-isystem DIR`, not gcc's `-isystemDIR`."""
+    out: list[str] = []
+    for f in flags:
+        out += ["-isystem", f.removeprefix("-isystem")] if f.startswith("-isystem") else [f]
+    return out
+
+
+def _sources(config: ProjectConfig, cuda: bool = False) -> list[str]:
     manifest = config.output_dir / MANIFEST
     if not manifest.is_file():
         raise OpgenError(f"{config.output}/{MANIFEST} not found; run `opgen generate` first")
     files = json.loads(manifest.read_text(encoding="utf-8"))["files"]
-    return sorted(f for f in files if f.startswith("csrc/") and f.endswith(".cpp"))
+    suffixes = (".cpp", ".cu") if cuda else (".cpp",)
+    return sorted(f for f in files if f.startswith("csrc/") and f.endswith(suffixes))
 
 
-def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None) -> Path:
+def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None, cuda: bool = False) -> Path:
     from ninja import ninja_syntax  # the pip ninja package ships the writer
 
-    build = variant_dir(config, debug=debug, sanitize=sanitize)
+    build = variant_dir(config, debug=debug, sanitize=sanitize, cuda=cuda)
     build.mkdir(parents=True, exist_ok=True)
     csrc = (config.output_dir / "csrc").resolve()
-    torch_cflags, ldflags = _torch_flags()
+    torch_cflags, ldflags = _torch_flags(cuda)
     opt = ["-O0", "-g"] if debug else (["-O1", "-g"] if sanitize else ["-O3", "-DNDEBUG"])
     # torch itself is not built with UBSan, so its RTTI can't back the vptr check
     san = [f"-fsanitize={sanitize}", "-fno-sanitize=vptr", "-fno-omit-frame-pointer"] if sanitize else []
     # -fopenmp: at::parallel_for is inline; without it the flat contiguous loops run on one thread
     common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-fopenmp", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi", "-Wno-maybe-uninitialized",
-              "-Werror", *opt, *san, *torch_cflags]
+              "-Werror", *opt, *san, *torch_cflags, *(["-DOPGEN_WITH_CUDA"] if cuda else [])]
     caps = capabilities()
     have_avx2 = ["-DOPGEN_HAVE_AVX2"] if "AVX2" in caps else []
 
@@ -127,6 +197,11 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     n.rule("cxx", "$cxx $common $capflags -include $pch_header -MMD -MF $out.d -c $in -o $out",
            depfile="$out.d", deps="gcc", description="CXX $capname $label")
     n.rule("link", "$cxx_plain -shared $in -o $out $ldflags", description="LINK $out")
+    if cuda:
+        n.variable("nvcc", shlex.quote(_nvcc()))
+        n.variable("nvcc_flags", " ".join(shlex.quote(c) for c in _nvcc_flags(torch_cflags, opt)))
+        n.rule("nvcc", "$nvcc $nvcc_flags -MD -MF $out.d -c $in -o $out", depfile="$out.d", deps="gcc",
+               description="NVCC $label")
 
     # One precompiled header per (capability, header): kernels per capability; op definitions
     # with the light runtime header; autograd wrappers with the heavier autograd header.
@@ -144,7 +219,12 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
         return pch[(cap, header_name)]
 
     objects: list[str] = []
-    for src in _sources(config):
+    for src in _sources(config, cuda):
+        if src.endswith(".cu"):
+            obj = str(build / "obj" / "cuda" / (src + ".o"))
+            n.build(obj, "nvcc", str(csrc.parent / src), variables={"label": src})
+            objects.append(obj)
+            continue
         kind = src.split("/")[1] if src.count("/") >= 2 else "library"
         header_name = "opgen_autograd.h" if kind == "autograd" else "opgen_pch.h"
         for cap in caps if kind == "kernels" else ["DEFAULT"]:
@@ -154,7 +234,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
                     variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap, "pch_header": header,
                                "label": src})
             objects.append(obj)
-    library = str(library_path(config, debug=debug, sanitize=sanitize))
+    library = str(library_path(config, debug=debug, sanitize=sanitize, cuda=cuda))
     n.build(library, "link", objects)
     n.default(library)
     path = build / "build.ninja"
@@ -168,8 +248,10 @@ def _write_if_changed(path: Path, text: str) -> None:
 
 
 def build(config: ProjectConfig, *, jobs: int | None = None, verbose: bool = False, debug: bool = False,
-          sanitize: str | None = None) -> BuildResult:
-    ninja_file = write_ninja(config, debug=debug, sanitize=sanitize)
+          sanitize: str | None = None, cuda: bool = False) -> BuildResult:
+    if cuda and (reason := cuda_unavailable()):
+        raise OpgenError(f"cannot build the CUDA kernels: {reason}")
+    ninja_file = write_ninja(config, debug=debug, sanitize=sanitize, cuda=cuda)
     cmd = [_ninja(), "-f", str(ninja_file)]
     if jobs:
         cmd += ["-j", str(jobs)]
@@ -184,4 +266,4 @@ def build(config: ProjectConfig, *, jobs: int | None = None, verbose: bool = Fal
         raise OpgenError(f"build failed (ninja exit {proc.returncode}); see the compiler output above")
     if proc.stdout and ran and verbose:
         sys.stdout.write(proc.stdout)
-    return BuildResult(library_path(config, debug=debug, sanitize=sanitize), ran)
+    return BuildResult(library_path(config, debug=debug, sanitize=sanitize, cuda=cuda), ran)

@@ -54,10 +54,17 @@ def cmd_check(args, config: ProjectConfig) -> int:
 
 
 def cmd_build(args, config: ProjectConfig) -> int:
-    from .build import build
+    from .build import build, cuda_unavailable
 
     start = time.perf_counter()
-    result = build(config, jobs=args.jobs, verbose=args.verbose, debug=args.debug, sanitize=args.sanitize)
+    cuda = args.cuda == "on"
+    if args.cuda == "auto" and not (args.debug or args.sanitize):
+        reason = cuda_unavailable()
+        cuda = reason is None
+        if reason:
+            print(f"opgen build: CPU only: {reason}")
+    result = build(config, jobs=args.jobs, verbose=args.verbose, debug=args.debug, sanitize=args.sanitize,
+                   cuda=cuda)
     status = "built" if result.ran else "up to date"
     print(f"opgen build: {result.library.relative_to(config.root)} {status} in {time.perf_counter() - start:.1f} s")
     return EXIT_OK
@@ -121,6 +128,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("-v", "--verbose", action="store_true")
     b.add_argument("--debug", action="store_true", help="-O0 -g")
     b.add_argument("--sanitize", metavar="LIST", default=None, help="e.g. address,undefined")
+    b.add_argument("--cuda", choices=("auto", "on", "off"), default="auto",
+                   help="CUDA kernels: 'on' fails saying why when they cannot be built; 'auto' (default) builds "
+                        "them with a CUDA build of torch and nvcc, else says why not")
     sub.add_parser("test", help="run the generic op suite and the project's tests/ (other arguments go to pytest)")
     sub.add_parser("list", help="list the ops and their schemas")
     n = sub.add_parser("new", help="write a commented spec to start from")

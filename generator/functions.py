@@ -1,7 +1,8 @@
 """The functions a spec expression may call: one table, shared by every backend.
 
-Each C++ backend emits ``opgen::<name>(...)``; ``templates/opgen_math.h.j2`` defines an
-overload for scalars and one for ``at::vec::Vectorized``. ``torch`` is the float64
+Each C++ backend emits ``opgen::<name>(...)``; ``templates/csrc/opgen_math.h.j2`` defines an
+overload for scalars and one for ``at::vec::Vectorized``, ``templates/csrc/opgen_math_cuda.cuh.j2``
+a host/device one for CUDA kernels. ``torch`` is the float64
 reference used by tests.
 """
 

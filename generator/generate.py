@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from .library import Library
-from .dest import autograd_cpp, docs, kernel_cpu, op_cpp, python_api, runtime, tests
+from .dest import autograd_cpp, docs, kernel_cpu, kernel_cuda, op_cpp, python_api, runtime, tests
 from .dest.files import GeneratedFile
 
 MANIFEST = "opgen-manifest.json"
@@ -21,6 +21,7 @@ def generate_files(lib: Library) -> dict[str, str]:
     for op in lib.ops:
         files.append(op_cpp.emit(op, lib))
         files.append(kernel_cpu.emit(op, lib))
+        files.append(kernel_cuda.emit(op, lib))
         autograd = autograd_cpp.emit(op, lib)
         if autograd is not None:
             files.append(autograd)

@@ -20,15 +20,28 @@ def load(project: str | Path | None = None):
 
     config = load_config(project)
     # OPGEN_LIBRARY picks another build of the same library (e.g. build/sanitize/lib<ns>.so)
-    path = Path(os.environ["OPGEN_LIBRARY"]) if os.environ.get("OPGEN_LIBRARY") else library_path(config)
+    path = Path(os.environ["OPGEN_LIBRARY"]) if os.environ.get("OPGEN_LIBRARY") else default_library(config)
     if not path.is_file():
         raise OpgenError(f"{path} not found; run `opgen build`{'' if project is None else f' --project {project}'} first")
     if is_stale(config, path):
         warnings.warn(f"{path} is older than {config.output}/; run `opgen build` to load the current ops", stacklevel=2)
     resolved = str(path.resolve())
-    if resolved not in torch.ops.loaded_libraries:
+    loaded = [p for p in torch.ops.loaded_libraries if Path(p).name == path.name]
+    if loaded and resolved not in loaded:
+        # A second copy would register the namespace again, which aborts the process.
+        warnings.warn(f"{path.name} is already loaded from {loaded[0]}; not loading {resolved}", stacklevel=2)
+    elif resolved not in loaded:
         torch.ops.load_library(resolved)
     return getattr(torch.ops, config.namespace)
+
+
+def default_library(config) -> Path:
+    """build/cuda/'s library (CPU and CUDA kernels) under a CUDA build of torch when there is one,
+    else build/'s (CPU kernels)."""
+    import torch
+
+    cuda = library_path(config, cuda=True)
+    return cuda if torch.version.cuda is not None and cuda.is_file() else library_path(config)
 
 
 def is_stale(config, library: Path) -> bool:

@@ -327,7 +327,7 @@ def test_gradcheck(op, built_ops):
         for shapes in _grad_shapes(op):
             for layout in ("contiguous", "transposed"):
                 tensors = _grad_case(op, shapes, layout)
-                assert torch.autograd.gradcheck(_fn(built_ops, op, attrs), tuple(tensors.values()))
+                assert torch.autograd.gradcheck(_fn(built_ops, op, attrs), tuple(tensors.values()), check_forward_ad=True)
 
 
 def test_gradgradcheck(op, built_ops):
@@ -335,7 +335,75 @@ def test_gradgradcheck(op, built_ops):
     attrs = testing.attribute_sets(op)[0]
     for shapes in _grad_shapes(op):
         tensors = _grad_case(op, shapes)
-        assert torch.autograd.gradgradcheck(_fn(built_ops, op, attrs), tuple(tensors.values()))
+        assert torch.autograd.gradgradcheck(_fn(built_ops, op, attrs), tuple(tensors.values()), check_fwd_over_rev=True)
+
+
+def test_jvp_matches_reference(op, built_ops, typed_api):
+    """torch.func.jvp and torch.autograd.forward_ad against forward-mode AD of the float64 reference."""
+    import torch.autograd.forward_ad as fwAD
+
+    _needs_gradient(op)
+    attrs = testing.attribute_sets(op)[0]
+    names = _differentiable(op)
+    reference = testing.reference_fn(NAMESPACE, op)
+    for shapes in _grad_shapes(op):
+        for layout in ("contiguous", "transposed"):
+            tensors = {k: v.detach() for k, v in _grad_case(op, shapes, layout).items()}
+            gen = torch.Generator().manual_seed(7)
+            tangents = tuple(torch.randn(tensors[n].shape, dtype=torch.float64, generator=gen) for n in names)
+
+            def over(fn):
+                def call(*primals):
+                    args, kwargs = _call_args(op, {**tensors, **dict(zip(names, primals))}, attrs)
+                    return fn(*args, **kwargs)
+                return call
+
+            primals = tuple(tensors[n] for n in names)
+            out, tangent = torch.func.jvp(over(getattr(built_ops, op.name).default), primals, tangents)
+            want_out, want_tangent = torch.func.jvp(over(reference), primals, tangents)
+            torch.testing.assert_close(out, want_out)
+            torch.testing.assert_close(tangent, want_tangent, msg=lambda m: f"{op.name} {shapes} {layout}: jvp\n{m}")
+            with fwAD.dual_level():
+                duals = tuple(fwAD.make_dual(p, t) for p, t in zip(primals, tangents))
+                got = fwAD.unpack_dual(over(getattr(built_ops, op.name).default)(*duals)).tangent
+            torch.testing.assert_close(got, want_tangent, msg=lambda m: f"{op.name} {shapes} {layout}: forward_ad\n{m}")
+
+
+def _over_first_differentiable(op, built_ops):
+    """(x, ours, reference): the op and its reference as functions of the first differentiable
+    input alone (the other arguments fixed), for torch.func transforms."""
+    attrs = testing.attribute_sets(op)[0]
+    name = _differentiable(op)[0]
+    tensors = {k: v.detach() for k, v in _grad_case(op, _grad_shapes(op)[-1]).items()}
+
+    def partial(fn):
+        def call(t):
+            args, kwargs = _call_args(op, {**tensors, name: t}, attrs)
+            return fn(*args, **kwargs)
+        return call
+
+    return tensors[name], partial(getattr(built_ops, op.name).default), partial(testing.reference_fn(NAMESPACE, op))
+
+
+def test_second_order_mixed_modes_match_reference(op, built_ops, typed_api):
+    """Forward-over-reverse (torch.func.hessian) and reverse-over-forward against the reference."""
+    _needs_gradient(op)
+    x, ours, ref = _over_first_differentiable(op, built_ops)
+    for transform in (torch.func.hessian, lambda f: torch.func.jacrev(torch.func.jacfwd(f))):
+        got = transform(lambda t: ours(t).sum())(x)
+        torch.testing.assert_close(got, transform(lambda t: ref(t).sum())(x), msg=lambda m: f"{op.name}: second derivative\n{m}")
+
+
+def test_func_grad_vjp_and_vmap_match_reference(op, built_ops, typed_api):
+    """torch.func.grad, torch.func.vjp and per-sample gradients (vmap of grad) against the reference."""
+    _needs_gradient(op)
+    x, ours, ref = _over_first_differentiable(op, built_ops)
+    torch.testing.assert_close(torch.func.grad(lambda t: ours(t).sum())(x), torch.func.grad(lambda t: ref(t).sum())(x))
+    cotangent = torch.randn_like(ours(x))
+    torch.testing.assert_close(torch.func.vjp(ours, x)[1](cotangent), torch.func.vjp(ref, x)[1](cotangent))
+    batch = torch.stack([x, x * 0.5, x.flip(0)]).contiguous()
+    per_sample = torch.func.vmap(torch.func.grad(lambda t: ours(t).pow(2).sum()))(batch)
+    torch.testing.assert_close(per_sample, torch.func.vmap(torch.func.grad(lambda t: ref(t).pow(2).sum()))(batch))
 
 
 def test_opcheck_with_grad(op, built_ops):
@@ -434,6 +502,14 @@ def test_out_variant_rejects_bad_out(op, built_ops, typed_api):
     gargs, gkwargs = _call_args(op, {k: v.clone().requires_grad_() for k, v in tensors.items()}, attrs)
     with pytest.raises(RuntimeError, match=rf"{NAMESPACE}\.{op.name}\(\): the out= variant does not support automatic differentiation"):
         fn(*gargs, **gkwargs, out=torch.empty_like(expected))
+    if op.gradient is not None and expected.is_floating_point():
+        import torch.autograd.forward_ad as fwAD
+
+        with fwAD.dual_level():
+            dual = {k: fwAD.make_dual(v, torch.ones_like(v)) if v.is_floating_point() else v for k, v in tensors.items()}
+            dargs, dkwargs = _call_args(op, dual, attrs)
+            with pytest.raises(RuntimeError, match=rf"{NAMESPACE}\.{op.name}\(\): the out= variant does not support forward-mode"):
+                fn(*dargs, **dkwargs, out=torch.empty_like(expected))
 
 
 def test_out_variant_opcheck(op, built_ops):

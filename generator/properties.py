@@ -47,8 +47,8 @@ def gradients_check(overload, op: OpSpec, case: Case, differentiable: list[str])
     def fn(*ts):
         return call(overload, op, dict(zip(names, ts)), case.attrs)
 
-    assert torch.autograd.gradcheck(fn, tuple(tensors.values()))
-    assert torch.autograd.gradgradcheck(fn, tuple(tensors.values()))
+    assert torch.autograd.gradcheck(fn, tuple(tensors.values()), check_forward_ad=True)
+    assert torch.autograd.gradgradcheck(fn, tuple(tensors.values()), check_fwd_over_rev=True)
 
 
 def opcheck(overload, op: OpSpec, case: Case) -> None:
@@ -124,3 +124,35 @@ def rejects_shape_violation(overload, op: OpSpec, namespace: str, case: Case, ba
     else:
         shapes = {k: tuple(v.shape) for k, v in tensors.items()}
         raise AssertionError(f"{op.name} accepted shapes {shapes}, which violate {op.shape}")
+
+
+def cuda_matches_reference_and_cpu(overload, op: OpSpec, namespace: str, case: Case) -> None:
+    """The CUDA kernel on the same case, layouts included: close to the float64 reference and to
+    the CPU kernel."""
+    gpu = call(overload, op, case.tensors(op, device="cuda"), case.attrs)
+    assert gpu.device.type == "cuda", f"result on {gpu.device}"
+    tensors = case.tensors(op)
+    cpu = call(overload, op, tensors, case.attrs)
+    expected = call(testing.reference_fn(namespace, op), op, {k: v.to(torch.float64) for k, v in tensors.items()}, case.attrs)
+    assert (gpu.shape, gpu.dtype) == (cpu.shape, cpu.dtype)
+    testing.assert_close_to_reference(gpu.cpu(), torch.as_tensor(expected, dtype=torch.float64), case.dtype, f"{op.name} CUDA {case}")
+    testing.assert_close_to_reference(gpu.cpu(), cpu.to(torch.float64), case.dtype, f"{op.name} CUDA vs CPU {case}")
+
+
+def cuda_gradients_match_cpu(overload, op: OpSpec, case: Case, differentiable: list[str]) -> None:
+    """loss.backward() through the CUDA forward and fused backward kernels against the CPU ones."""
+    grads = {}
+    for device in ("cpu", "cuda"):
+        tensors = {k: v.detach().requires_grad_(k in differentiable) for k, v in case.tensors(op, device=device).items()}
+        out = call(overload, op, tensors, case.attrs)
+        gen = torch.Generator().manual_seed(case.seed + 1)
+        cotangent = (torch.rand(out.shape, generator=gen, dtype=torch.float64) * 2 - 1).to(device=device, dtype=out.dtype)
+        out.backward(cotangent)
+        grads[device] = {n: tensors[n].grad for n in differentiable}
+    atol, rtol = testing.TOLERANCES[case.dtype]
+    for name in differentiable:
+        got, want = grads["cuda"][name], grads["cpu"][name]
+        assert got.device.type == "cuda" and got.shape == want.shape, f"gradient of '{name}': {got.device} {tuple(got.shape)}"
+        scale = max(1, 4 * max(1, want.numel() and 1))  # summation order differs between devices
+        torch.testing.assert_close(got.cpu().to(torch.float64), want.to(torch.float64), atol=atol * scale, rtol=rtol * scale,
+                                   equal_nan=True, msg=lambda m: f"gradient of '{name}' on CUDA vs CPU: {m}")

@@ -29,14 +29,14 @@ class Case:
     attrs: dict[str, Any]
     seed: int
 
-    def tensors(self, op: OpSpec, *, dtype=None, requires_grad: bool = False):
+    def tensors(self, op: OpSpec, *, dtype=None, requires_grad: bool = False, device="cpu"):
         import torch
 
         gen = torch.Generator().manual_seed(self.seed)
         dt = dtype or getattr(torch, self.dtype)
         out = {}
         for a, shape, layout in zip(op.tensor_inputs, self.shapes, self.layouts):
-            t = testing.make_tensor(op, a.name, shape, dt, gen, layout)
+            t = testing.make_tensor(op, a.name, shape, dt, gen, layout, device)
             out[a.name] = t.detach().requires_grad_(requires_grad) if requires_grad else t
         return out
 

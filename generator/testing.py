@@ -154,25 +154,25 @@ def input_range(op: OpSpec, name: str) -> tuple[float, float]:
     return op.test.range(name) or (-3.0, 3.0)
 
 
-def make_tensor(op: OpSpec, name: str, shape, dtype, generator, layout: str = "contiguous"):
-    """A tensor for input ``name``: values from the spec's test range, in the requested layout."""
+def make_tensor(op: OpSpec, name: str, shape, dtype, generator, layout: str = "contiguous", device="cpu"):
+    """A tensor for input ``name``: values from the spec's test range, in the requested layout.
+    Values are drawn on the CPU, so every device gets the same ones."""
     import torch
 
     lo, hi = input_range(op, name)
     shape = tuple(shape)
+
+    def draw(base_shape):
+        base = torch.rand(base_shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo
+        return base.to(device=device, dtype=dtype)
+
     if layout == "transposed" and len(shape) >= 2:
-        base_shape = shape[:-2] + (shape[-1], shape[-2])
-        base = torch.rand(base_shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo
-        return base.to(dtype).transpose(-1, -2)
+        return draw(shape[:-2] + (shape[-1], shape[-2])).transpose(-1, -2)
     if layout == "sliced" and len(shape) >= 1:
-        base_shape = shape[:-1] + (shape[-1] * 2,)
-        base = torch.rand(base_shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo
-        return base.to(dtype)[..., ::2]
+        return draw(shape[:-1] + (shape[-1] * 2,))[..., ::2]
     if layout == "expanded" and len(shape) >= 1:
-        base_shape = (1,) + shape[1:]
-        base = torch.rand(base_shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo
-        return base.to(dtype).expand(shape)
-    return (torch.rand(shape, generator=generator, dtype=torch.float64) * (hi - lo) + lo).to(dtype)
+        return draw((1,) + shape[1:]).expand(shape)
+    return draw(shape)
 
 
 def assert_close_to_reference(actual, expected64, dtype_name: str, what: str) -> None:

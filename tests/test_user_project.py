@@ -49,6 +49,23 @@ for bad, expected in (
     else:
         raise AssertionError("no error: " + expected)
 torch.library.opcheck(ops.scale_rows.default, (x, s), {"offset": 1.5, "power": 2})
+# an input without a gradient formula: reverse and forward mode both refuse it, naming it
+import torch.autograd.forward_ad as fwAD
+g = torch.rand(4, 3, dtype=torch.float64, requires_grad=True)
+xg = x.clone().requires_grad_()
+ops.gated(xg, g.detach()).sum().backward()
+torch.testing.assert_close(xg.grad, g.detach())
+for run in (lambda: ops.gated(x, g).sum().backward(),
+            lambda: torch.func.jvp(lambda t: ops.gated(x, t), (g.detach(),), (torch.ones_like(g),))):
+    try:
+        run()
+    except RuntimeError as e:
+        assert "gated(): the " in str(e) and "derivative for 'gate' is not implemented" in str(e), str(e)
+    else:
+        raise AssertionError("no error for the gradient of 'gate'")
+with fwAD.dual_level():
+    y = ops.gated(fwAD.make_dual(x, torch.ones_like(x)), g.detach())
+    torch.testing.assert_close(fwAD.unpack_dual(y).tangent, g.detach())
 sys.path.insert(0, sys.argv[1] + "/generated/python")
 import myops
 assert myops.hostile_doc.__doc__.startswith(sys.argv[2]), myops.hostile_doc.__doc__
@@ -68,6 +85,9 @@ def test_init_generate_build_load(tmp_path):
     hostile = {"signature": "hostile_doc(Tensor x) -> Tensor", "doc": HOSTILE_DOC, "dtypes": ["float32"],
                "shape": "same(x)", "kernel": {"pointwise": "x * 2"}, "gradient": "auto"}
     (project / "specs" / "hostile_doc.yaml").write_text(yaml.safe_dump(hostile))
+    gated = {"signature": "gated(Tensor x, Tensor gate) -> Tensor", "dtypes": ["float32", "float64"],
+             "shape": "broadcast(x, gate)", "kernel": {"pointwise": "x * gate"}, "gradient": {"x": "grad * gate"}}
+    (project / "specs" / "gated.yaml").write_text(yaml.safe_dump(gated))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)
     subprocess.run([*opgen, "--project", str(project), "check"], check=True)
     subprocess.run([*opgen, "--project", str(project), "build"], check=True)

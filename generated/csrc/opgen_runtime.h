@@ -63,6 +63,14 @@ inline void check_defined(const at::Tensor& t, const char* op, const char* arg) 
   TORCH_CHECK_VALUE(t.defined(), op, "(): argument '", arg, "' is an undefined tensor");
 }
 
+// Forward-mode AD keeps tangents at level 0 (torch.func.jvp nests its own levels around that).
+inline bool has_forward_grad(std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (t.defined() && t._fw_grad(/*level=*/0).defined()) return true;
+  }
+  return false;
+}
+
 inline void check_same_device(const at::Tensor& t, const at::Tensor& first, const char* op, const char* arg,
                               const char* first_arg) {
   TORCH_CHECK(t.device() == first.device(), op, "(): argument '", arg, "' is on ", t.device(), " but argument '",
@@ -142,6 +150,18 @@ inline void reject_grad_for_out(const c10::OperatorHandle& op, const torch::jit:
     TORCH_CHECK(!(v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()), name,
                 "(): the out= variant does not support automatic differentiation, but argument '", args[i].name(),
                 "' requires grad; call it without out=");
+  }
+}
+
+inline void reject_forward_grad_for_out(const c10::OperatorHandle& op, const torch::jit::Stack* stack,
+                                        const char* name) {
+  const auto& args = op.schema().arguments();
+  const size_t first = stack->size() - args.size();
+  for (size_t i = 0; i < args.size(); ++i) {
+    const c10::IValue& v = (*stack)[first + i];
+    TORCH_CHECK(!(v.isTensor() && has_forward_grad({v.toTensor()})), name,
+                "(): the out= variant does not support forward-mode automatic differentiation, but argument '",
+                args[i].name(), "' has a tangent; call it without out=");
   }
 }
 

@@ -73,12 +73,22 @@ def test_rejects_unsupported_dtype(overload, dtype, case):
     P.rejects_wrong_dtype(overload, OP, NAMESPACE, case, dtype)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-def test_cuda_matches_cpu(overload):
+@pytest.fixture(scope="module")
+def cuda(overload):
+    """Skips, saying why, unless a GPU is here and the loaded library has CUDA kernels."""
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
     if not torch._C._dispatch_has_kernel_for_dispatch_key(f"{NAMESPACE}::{OP.name}", "CUDA"):
-        pytest.skip("no CUDA kernel is generated for this op yet")
-    case = S.Case(tuple((3, 4) for _ in OP.tensor_inputs), ("contiguous",) * len(OP.tensor_inputs), "float32",
-                  P.testing.attribute_sets(OP)[0], 0)
-    cpu = P.call(overload, OP, case.tensors(OP), case.attrs)
-    gpu = P.call(overload, OP, {k: v.cuda() for k, v in case.tensors(OP).items()}, case.attrs)
-    torch.testing.assert_close(gpu.cpu(), cpu)
+        pytest.skip("the loaded library was built without CUDA kernels: run `opgen build --cuda on`")
+
+
+@settings(deadline=None, max_examples=40)
+@given(case=S.cases(OP))
+def test_cuda_matches_reference_and_cpu(overload, cuda, case):
+    P.cuda_matches_reference_and_cpu(overload, OP, NAMESPACE, case)
+
+
+@settings(deadline=None, max_examples=20)
+@given(case=S.cases(OP, dtypes=('float32', 'float64')))
+def test_cuda_gradients_match_cpu(overload, cuda, case):
+    P.cuda_gradients_match_cpu(overload, OP, case, DIFFERENTIABLE)

@@ -1,4 +1,4 @@
-"""csrc/autograd/<op>.cpp: the Autograd-key kernel of an op with a gradient."""
+"""csrc/autograd/<op>.cpp: the Autograd-key kernel of an op with a gradient, and its backward node."""
 
 from __future__ import annotations
 
@@ -12,10 +12,9 @@ from .files import GeneratedFile
 
 TEMPLATE = "csrc/autograd/op.cpp.j2"
 
-# How an attribute is kept in AutogradContext::saved_data (an IValue) and read back.
-_SAVE = {"str": "std::string({n})", "SymInt": "{n}"}
-_RESTORE = {"float": "{v}.toDouble()", "int": "{v}.toInt()", "bool": "{v}.toBool()", "str": "{v}.toStringRef()",
-            "Scalar": "{v}.toScalar().toDouble()", "SymInt": "{v}.toSymInt()"}
+# How the backward node keeps an attribute that a formula reads (Scalars are read as double).
+_MEMBER_TYPES = {"float": "double", "int": "int64_t", "bool": "bool", "str": "std::string", "Scalar": "double", "SymInt": "c10::SymInt"}
+_TO_MEMBER = {"Scalar": "{n}.toDouble()", "str": "std::string({n})"}
 
 
 def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
@@ -26,22 +25,32 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         if a.type.is_list or a.type.optional:
             raise NotImplementedError(f"{op.name}: list or optional attribute '{a.name}' in a gradient formula")
     args = op.schema.arguments
+    tensors = [a.name for a in op.tensor_inputs]
     text = render(
         TEMPLATE,
         op=op,
         ns=lib.namespace,
         bw=bw,
         qualified=f"{lib.namespace}.{op.name}",
-        class_name="".join(p.capitalize() for p in op.name.split("_")) + "Function",
+        node="".join(p.capitalize() for p in op.name.split("_")) + "Backward",
         formulas=[(n, E.unparse(f)) for n, f in zip(bw.inputs, bw.formulas)],
-        forward_params="".join(f", {cpp.argument_type(a.type)} {a.name}" for a in args),
         forward_type=f"at::Tensor({', '.join(cpp.argument_type(a.type) for a in args)})",
-        forward_args=cpp.names(args),
         params=cpp.parameters(args),
         args=cpp.names(args),
-        index={a.name: i for i, a in enumerate(args)},
-        saved_attr={a.name: _SAVE.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes},
+        tensor_args=", ".join(tensors),
+        edge={n: i for i, n in enumerate(tensors)},
+        attr_type={a.name: _MEMBER_TYPES[a.type.base] for a in bw.attributes},
+        attr_value={a.name: _TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes},
+        tangent_params=", ".join(
+            [f"[[maybe_unused]] const at::Tensor& {n}" for n in tensors]
+            + [f"{_MEMBER_TYPES[a.type.base]} {a.name}" for a in bw.attributes]
+            + ["const at::Tensor& result"]
+            + [f"const at::Tensor& {n}__t" for n in bw.inputs]
+        ),
+        primal_args=", ".join(
+            [f"{n}._fw_primal(/*level=*/0)" for n in tensors]
+            + [_TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes]
+        ),
         composite={n: aten_expr.aten(f, backward.scope(op)) for n, f in zip(bw.inputs, bw.formulas)},
-        restore_attr={a.name: _RESTORE[a.type.base].format(v=f'ctx->saved_data["{a.name}"]') for a in bw.attributes},
     )
     return GeneratedFile(f"csrc/autograd/{op.name}.cpp", text, op.path)

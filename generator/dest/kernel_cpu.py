@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import expr as E
 from ..api import cpp_expr
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
-from . import backward
 from . import op_context as ctx
+from . import pointwise
 from .files import GeneratedFile
 
 TEMPLATE = "csrc/kernels/op_cpu.cpp.j2"
@@ -54,12 +53,6 @@ def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr]) -> L
 
 
 def emit(op: OpSpec, lib: Library) -> GeneratedFile:
-    tensors = [a.name for a in op.tensor_inputs]
-    forward = cpp_expr.kernel_code(op.kernel.expr, ctx.kernel_scope(op), tensors)
-    loops = [loop(op.name, forward, ctx.kernel_attrs(op, E.names_in(op.kernel.expr)))]
-    plan = backward.plan(op)
-    code = backward.kernel_code(op, plan) if plan is not None else None
-    if code is not None:
-        loops.append(loop(plan.name, code, list(plan.kernel_attrs)))
+    loops = [loop(k.name, k.code, k.attrs) for k in pointwise.kernels(op)]
     text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops)
     return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)

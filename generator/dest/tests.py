@@ -45,7 +45,7 @@ def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
         project_from_tests="/".join([".."] * depth),
         shapes_text=_shapes_text(op),
         dtype_names=dtype_names(op),
-        differentiable=repr([n for n, _ in gradient_formulas(op)]),
+        differentiable=[n for n, _ in gradient_formulas(op)],
         unsupported=unsupported,
         backward=_backward(op),
         backward_dtypes=tuple(d for d in ("float32", "float64") if d in supported),

@@ -20,6 +20,13 @@ void add_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _
 #endif
 }  // namespace opgen_ops::cpu
 
+#if defined(OPGEN_WITH_CUDA)
+namespace opgen_ops::cuda {
+void add_kernel(at::TensorIteratorBase& _iter, double alpha);
+void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
+}  // namespace opgen_ops::cuda
+#endif
+
 namespace opgen_ops {
 namespace {
 
@@ -67,7 +74,7 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
   if (_out.numel() == 0) {
     return;
   }
-  if (opgen::same_layout_contiguous(_out, { a, b })) {
+  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { a, b })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::add_contiguous :
@@ -84,6 +91,12 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
                   .add_const_input(b)
                   .promote_inputs_to_common_dtype(true)
                   .build();
+#if defined(OPGEN_WITH_CUDA)
+  if (_out.is_cuda()) {
+    cuda::add_kernel(_iter, alpha);
+    return;
+  }
+#endif
   static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::add_kernel :
@@ -96,7 +109,8 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
 
 }  // namespace
 
-at::Tensor add_cpu(const at::Tensor& a, const at::Tensor& b, double alpha) {
+// CPU, and CUDA when built with it: the dtype and device checks, then the kernel of the device.
+at::Tensor add_dense(const at::Tensor& a, const at::Tensor& b, double alpha) {
   at::Tensor _out = add_prepare(a, b, alpha);
   add_compute(a, b, alpha, _out);
   return _out;
@@ -108,7 +122,7 @@ at::Tensor add_meta(const at::Tensor& a, const at::Tensor& b, double alpha) {
 
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
-void add_out_cpu(const at::Tensor& a, const at::Tensor& b, double alpha, at::Tensor& out) {
+void add_out_dense(const at::Tensor& a, const at::Tensor& b, double alpha, at::Tensor& out) {
   add_compute(a, b, alpha, add_prepare_out(a, b, alpha, out, true));
 }
 
@@ -118,6 +132,7 @@ void add_out_meta(const at::Tensor& a, const at::Tensor& b, double alpha, at::Te
 
 void add_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   opgen::reject_grad_for_out(op, stack, _op);
+  opgen::reject_forward_grad_for_out(op, stack, _op);
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
@@ -137,7 +152,7 @@ at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::Sym
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> add_backward_cpu(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+std::tuple<at::Tensor, at::Tensor> add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = add_backward_check(grad, alpha, a__shape, b__shape);
   at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
@@ -146,14 +161,21 @@ std::tuple<at::Tensor, at::Tensor> add_backward_cpu(const at::Tensor& grad, doub
                    .promote_inputs_to_common_dtype(true)
                    .build();
   if (grad.numel() > 0) {
-    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_WITH_CUDA)
+    if (grad.is_cuda()) {
+      cuda::add_backward_kernel(_iter, alpha);
+    } else
+#endif
+    {
+      static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::add_backward_kernel :
 #else
       &cpu::DEFAULT::add_backward_kernel :
 #endif
       &cpu::DEFAULT::add_backward_kernel;
-    _kernel(_iter, alpha);
+      _kernel(_iter, alpha);
+    }
   }
   // the gradient of 'a' is grad itself: only reduced to its shape
   return std::make_tuple(opgen::sum_to_fresh(grad.to(_dtype), a__shape), at::sum_to(_g1, b__shape));
@@ -173,10 +195,19 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("add", &opgen_ops::add_cpu);
-  m.impl("add.out", &opgen_ops::add_out_cpu);
-  m.impl("add_backward", &opgen_ops::add_backward_cpu);
+  m.impl("add", &opgen_ops::add_dense);
+  m.impl("add.out", &opgen_ops::add_out_dense);
+  m.impl("add_backward", &opgen_ops::add_backward_dense);
 }
+
+#if defined(OPGEN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
+  m.impl("add", &opgen_ops::add_dense);
+  m.impl("add.out", &opgen_ops::add_out_dense);
+  m.impl("add_backward", &opgen_ops::add_backward_dense);
+}
+#endif
+
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("add", &opgen_ops::add_meta);

@@ -20,6 +20,13 @@ void sigmoid_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const voi
 #endif
 }  // namespace opgen_ops::cpu
 
+#if defined(OPGEN_WITH_CUDA)
+namespace opgen_ops::cuda {
+void sigmoid_kernel(at::TensorIteratorBase& _iter);
+void sigmoid_backward_kernel(at::TensorIteratorBase& _iter);
+}  // namespace opgen_ops::cuda
+#endif
+
 namespace opgen_ops {
 namespace {
 
@@ -61,7 +68,7 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
   if (_out.numel() == 0) {
     return;
   }
-  if (opgen::same_layout_contiguous(_out, { x })) {
+  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::sigmoid_contiguous :
@@ -77,6 +84,12 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
                   .add_const_input(x)
                   .promote_inputs_to_common_dtype(true)
                   .build();
+#if defined(OPGEN_WITH_CUDA)
+  if (_out.is_cuda()) {
+    cuda::sigmoid_kernel(_iter);
+    return;
+  }
+#endif
   static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::sigmoid_kernel :
@@ -89,7 +102,8 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
 
 }  // namespace
 
-at::Tensor sigmoid_cpu(const at::Tensor& x) {
+// CPU, and CUDA when built with it: the dtype and device checks, then the kernel of the device.
+at::Tensor sigmoid_dense(const at::Tensor& x) {
   at::Tensor _out = sigmoid_prepare(x);
   sigmoid_compute(x, _out);
   return _out;
@@ -101,7 +115,7 @@ at::Tensor sigmoid_meta(const at::Tensor& x) {
 
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
-void sigmoid_out_cpu(const at::Tensor& x, at::Tensor& out) {
+void sigmoid_out_dense(const at::Tensor& x, at::Tensor& out) {
   sigmoid_compute(x, sigmoid_prepare_out(x, out, true));
 }
 
@@ -111,6 +125,7 @@ void sigmoid_out_meta(const at::Tensor& x, at::Tensor& out) {
 
 void sigmoid_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   opgen::reject_grad_for_out(op, stack, _op);
+  opgen::reject_forward_grad_for_out(op, stack, _op);
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
@@ -132,7 +147,7 @@ at::ScalarType sigmoid_backward_check(const at::Tensor& grad, const at::Tensor& 
 
 }  // namespace
 
-at::Tensor sigmoid_backward_cpu(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
+at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sigmoid_backward_check(grad, result, x__shape);
   at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
@@ -142,14 +157,21 @@ at::Tensor sigmoid_backward_cpu(const at::Tensor& grad, const at::Tensor& result
                    .promote_inputs_to_common_dtype(true)
                    .build();
   if (grad.numel() > 0) {
-    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_WITH_CUDA)
+    if (grad.is_cuda()) {
+      cuda::sigmoid_backward_kernel(_iter);
+    } else
+#endif
+    {
+      static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::sigmoid_backward_kernel :
 #else
       &cpu::DEFAULT::sigmoid_backward_kernel :
 #endif
       &cpu::DEFAULT::sigmoid_backward_kernel;
-    _kernel(_iter);
+      _kernel(_iter);
+    }
   }
   return at::sum_to(_g0, x__shape);
 }
@@ -168,10 +190,19 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("sigmoid", &opgen_ops::sigmoid_cpu);
-  m.impl("sigmoid.out", &opgen_ops::sigmoid_out_cpu);
-  m.impl("sigmoid_backward", &opgen_ops::sigmoid_backward_cpu);
+  m.impl("sigmoid", &opgen_ops::sigmoid_dense);
+  m.impl("sigmoid.out", &opgen_ops::sigmoid_out_dense);
+  m.impl("sigmoid_backward", &opgen_ops::sigmoid_backward_dense);
 }
+
+#if defined(OPGEN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
+  m.impl("sigmoid", &opgen_ops::sigmoid_dense);
+  m.impl("sigmoid.out", &opgen_ops::sigmoid_out_dense);
+  m.impl("sigmoid_backward", &opgen_ops::sigmoid_backward_dense);
+}
+#endif
+
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("sigmoid", &opgen_ops::sigmoid_meta);

@@ -20,6 +20,13 @@ void softplus_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const vo
 #endif
 }  // namespace opgen_ops::cpu
 
+#if defined(OPGEN_WITH_CUDA)
+namespace opgen_ops::cuda {
+void softplus_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+}  // namespace opgen_ops::cuda
+#endif
+
 namespace opgen_ops {
 namespace {
 
@@ -63,7 +70,7 @@ void softplus_compute(const at::Tensor& x, double beta, double threshold, const 
   if (_out.numel() == 0) {
     return;
   }
-  if (opgen::same_layout_contiguous(_out, { x })) {
+  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::softplus_contiguous :
@@ -79,6 +86,12 @@ void softplus_compute(const at::Tensor& x, double beta, double threshold, const 
                   .add_const_input(x)
                   .promote_inputs_to_common_dtype(true)
                   .build();
+#if defined(OPGEN_WITH_CUDA)
+  if (_out.is_cuda()) {
+    cuda::softplus_kernel(_iter, beta, threshold);
+    return;
+  }
+#endif
   static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::softplus_kernel :
@@ -91,7 +104,8 @@ void softplus_compute(const at::Tensor& x, double beta, double threshold, const 
 
 }  // namespace
 
-at::Tensor softplus_cpu(const at::Tensor& x, double beta, double threshold) {
+// CPU, and CUDA when built with it: the dtype and device checks, then the kernel of the device.
+at::Tensor softplus_dense(const at::Tensor& x, double beta, double threshold) {
   at::Tensor _out = softplus_prepare(x, beta, threshold);
   softplus_compute(x, beta, threshold, _out);
   return _out;
@@ -103,7 +117,7 @@ at::Tensor softplus_meta(const at::Tensor& x, double beta, double threshold) {
 
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
-void softplus_out_cpu(const at::Tensor& x, double beta, double threshold, at::Tensor& out) {
+void softplus_out_dense(const at::Tensor& x, double beta, double threshold, at::Tensor& out) {
   softplus_compute(x, beta, threshold, softplus_prepare_out(x, beta, threshold, out, true));
 }
 
@@ -113,6 +127,7 @@ void softplus_out_meta(const at::Tensor& x, double beta, double threshold, at::T
 
 void softplus_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   opgen::reject_grad_for_out(op, stack, _op);
+  opgen::reject_forward_grad_for_out(op, stack, _op);
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
@@ -134,7 +149,7 @@ at::ScalarType softplus_backward_check(const at::Tensor& grad, const at::Tensor&
 
 }  // namespace
 
-at::Tensor softplus_backward_cpu(const at::Tensor& grad, const at::Tensor& x, double beta, double threshold, c10::SymIntArrayRef x__shape) {
+at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, double beta, double threshold, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = softplus_backward_check(grad, x, beta, threshold, x__shape);
   at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
@@ -144,14 +159,21 @@ at::Tensor softplus_backward_cpu(const at::Tensor& grad, const at::Tensor& x, do
                    .promote_inputs_to_common_dtype(true)
                    .build();
   if (grad.numel() > 0) {
-    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_WITH_CUDA)
+    if (grad.is_cuda()) {
+      cuda::softplus_backward_kernel(_iter, beta, threshold);
+    } else
+#endif
+    {
+      static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::softplus_backward_kernel :
 #else
       &cpu::DEFAULT::softplus_backward_kernel :
 #endif
       &cpu::DEFAULT::softplus_backward_kernel;
-    _kernel(_iter, beta, threshold);
+      _kernel(_iter, beta, threshold);
+    }
   }
   return at::sum_to(_g0, x__shape);
 }
@@ -170,10 +192,19 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("softplus", &opgen_ops::softplus_cpu);
-  m.impl("softplus.out", &opgen_ops::softplus_out_cpu);
-  m.impl("softplus_backward", &opgen_ops::softplus_backward_cpu);
+  m.impl("softplus", &opgen_ops::softplus_dense);
+  m.impl("softplus.out", &opgen_ops::softplus_out_dense);
+  m.impl("softplus_backward", &opgen_ops::softplus_backward_dense);
 }
+
+#if defined(OPGEN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
+  m.impl("softplus", &opgen_ops::softplus_dense);
+  m.impl("softplus.out", &opgen_ops::softplus_out_dense);
+  m.impl("softplus_backward", &opgen_ops::softplus_backward_dense);
+}
+#endif
+
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("softplus", &opgen_ops::softplus_meta);

@@ -20,6 +20,13 @@ void weighted_sum_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, cons
 #endif
 }  // namespace opgen_ops::cpu
 
+#if defined(OPGEN_WITH_CUDA)
+namespace opgen_ops::cuda {
+void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
+void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
+}  // namespace opgen_ops::cuda
+#endif
+
 namespace opgen_ops {
 namespace {
 
@@ -67,7 +74,7 @@ void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weigh
   if (_out.numel() == 0) {
     return;
   }
-  if (opgen::same_layout_contiguous(_out, { a, b })) {
+  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { a, b })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::weighted_sum_contiguous :
@@ -84,6 +91,12 @@ void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weigh
                   .add_const_input(b)
                   .promote_inputs_to_common_dtype(true)
                   .build();
+#if defined(OPGEN_WITH_CUDA)
+  if (_out.is_cuda()) {
+    cuda::weighted_sum_kernel(_iter, weight);
+    return;
+  }
+#endif
   static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::weighted_sum_kernel :
@@ -96,7 +109,8 @@ void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weigh
 
 }  // namespace
 
-at::Tensor weighted_sum_cpu(const at::Tensor& a, const at::Tensor& b, double weight) {
+// CPU, and CUDA when built with it: the dtype and device checks, then the kernel of the device.
+at::Tensor weighted_sum_dense(const at::Tensor& a, const at::Tensor& b, double weight) {
   at::Tensor _out = weighted_sum_prepare(a, b, weight);
   weighted_sum_compute(a, b, weight, _out);
   return _out;
@@ -108,7 +122,7 @@ at::Tensor weighted_sum_meta(const at::Tensor& a, const at::Tensor& b, double we
 
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
-void weighted_sum_out_cpu(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out) {
+void weighted_sum_out_dense(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out) {
   weighted_sum_compute(a, b, weight, weighted_sum_prepare_out(a, b, weight, out, true));
 }
 
@@ -118,6 +132,7 @@ void weighted_sum_out_meta(const at::Tensor& a, const at::Tensor& b, double weig
 
 void weighted_sum_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   opgen::reject_grad_for_out(op, stack, _op);
+  opgen::reject_forward_grad_for_out(op, stack, _op);
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
@@ -137,7 +152,7 @@ at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_cpu(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_dense(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape, b__shape);
   at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
@@ -146,14 +161,21 @@ std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_cpu(const at::Tensor& g
                    .promote_inputs_to_common_dtype(true)
                    .build();
   if (grad.numel() > 0) {
-    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_WITH_CUDA)
+    if (grad.is_cuda()) {
+      cuda::weighted_sum_backward_kernel(_iter, weight);
+    } else
+#endif
+    {
+      static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::weighted_sum_backward_kernel :
 #else
       &cpu::DEFAULT::weighted_sum_backward_kernel :
 #endif
       &cpu::DEFAULT::weighted_sum_backward_kernel;
-    _kernel(_iter, weight);
+      _kernel(_iter, weight);
+    }
   }
   // the gradient of 'b' is grad itself: only reduced to its shape
   return std::make_tuple(at::sum_to(_g0, a__shape), opgen::sum_to_fresh(grad.to(_dtype), b__shape));
@@ -173,10 +195,19 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
-  m.impl("weighted_sum", &opgen_ops::weighted_sum_cpu);
-  m.impl("weighted_sum.out", &opgen_ops::weighted_sum_out_cpu);
-  m.impl("weighted_sum_backward", &opgen_ops::weighted_sum_backward_cpu);
+  m.impl("weighted_sum", &opgen_ops::weighted_sum_dense);
+  m.impl("weighted_sum.out", &opgen_ops::weighted_sum_out_dense);
+  m.impl("weighted_sum_backward", &opgen_ops::weighted_sum_backward_dense);
 }
+
+#if defined(OPGEN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
+  m.impl("weighted_sum", &opgen_ops::weighted_sum_dense);
+  m.impl("weighted_sum.out", &opgen_ops::weighted_sum_out_dense);
+  m.impl("weighted_sum_backward", &opgen_ops::weighted_sum_backward_dense);
+}
+#endif
+
 
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("weighted_sum", &opgen_ops::weighted_sum_meta);

@@ -5,13 +5,17 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import torch
 
 LIBRARY_FILE = 'libopgen_ops.so'
-# Next to this package (an installed wheel), then the project's build folder (`opgen build`).
-_SEARCH = (Path(__file__).resolve().parent, Path(__file__).resolve().parent / '../../../build')
+_HERE = Path(__file__).resolve().parent
+_BUILD = _HERE / '../../../build'
+# Next to this package (an installed wheel), then the project's build folder (`opgen build`):
+# its cuda/ build (CPU and CUDA kernels) under a CUDA build of torch, else the CPU build.
+_SEARCH = (_HERE, *((_BUILD / "cuda",) if torch.version.cuda is not None else ()), _BUILD)
 
 
 def library_path() -> Path:
@@ -28,7 +32,11 @@ def library_path() -> Path:
 def load_library() -> None:
     """Loads the extension once per process; later calls do nothing."""
     path = str(library_path())
-    if path not in torch.ops.loaded_libraries:
+    loaded = [p for p in torch.ops.loaded_libraries if Path(p).name == LIBRARY_FILE]
+    if loaded and path not in loaded:
+        # A second copy would register the namespace again, which aborts the process.
+        warnings.warn(f"{LIBRARY_FILE} is already loaded from {loaded[0]}; not loading {path}", stacklevel=2)
+    elif path not in loaded:
         torch.ops.load_library(path)
 
 

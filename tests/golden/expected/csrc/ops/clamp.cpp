@@ -20,6 +20,13 @@ void clamp_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void*
 #endif
 }  // namespace golden::cpu
 
+#if defined(OPGEN_WITH_CUDA)
+namespace golden::cuda {
+void clamp_kernel(at::TensorIteratorBase& _iter, double min, double max);
+void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max);
+}  // namespace golden::cuda
+#endif
+
 namespace golden {
 namespace {
 
@@ -62,7 +69,7 @@ void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor
   if (_out.numel() == 0) {
     return;
   }
-  if (opgen::same_layout_contiguous(_out, { x })) {
+  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::clamp_contiguous :
@@ -78,6 +85,12 @@ void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor
                   .add_const_input(x)
                   .promote_inputs_to_common_dtype(true)
                   .build();
+#if defined(OPGEN_WITH_CUDA)
+  if (_out.is_cuda()) {
+    cuda::clamp_kernel(_iter, min, max);
+    return;
+  }
+#endif
   static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::clamp_kernel :
@@ -90,7 +103,8 @@ void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor
 
 }  // namespace
 
-at::Tensor clamp_cpu(const at::Tensor& x, double min, double max) {
+// CPU, and CUDA when built with it: the dtype and device checks, then the kernel of the device.
+at::Tensor clamp_dense(const at::Tensor& x, double min, double max) {
   at::Tensor _out = clamp_prepare(x, min, max);
   clamp_compute(x, min, max, _out);
   return _out;
@@ -102,7 +116,7 @@ at::Tensor clamp_meta(const at::Tensor& x, double min, double max) {
 
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
-void clamp_out_cpu(const at::Tensor& x, double min, double max, at::Tensor& out) {
+void clamp_out_dense(const at::Tensor& x, double min, double max, at::Tensor& out) {
   clamp_compute(x, min, max, clamp_prepare_out(x, min, max, out, true));
 }
 
@@ -112,6 +126,7 @@ void clamp_out_meta(const at::Tensor& x, double min, double max, at::Tensor& out
 
 void clamp_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   opgen::reject_grad_for_out(op, stack, _op);
+  opgen::reject_forward_grad_for_out(op, stack, _op);
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
@@ -133,7 +148,7 @@ at::ScalarType clamp_backward_check(const at::Tensor& grad, const at::Tensor& x,
 
 }  // namespace
 
-at::Tensor clamp_backward_cpu(const at::Tensor& grad, const at::Tensor& x, double min, double max, c10::SymIntArrayRef x__shape) {
+at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, double min, double max, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = clamp_backward_check(grad, x, min, max, x__shape);
   at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
@@ -143,14 +158,21 @@ at::Tensor clamp_backward_cpu(const at::Tensor& grad, const at::Tensor& x, doubl
                    .promote_inputs_to_common_dtype(true)
                    .build();
   if (grad.numel() > 0) {
-    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_WITH_CUDA)
+    if (grad.is_cuda()) {
+      cuda::clamp_backward_kernel(_iter, min, max);
+    } else
+#endif
+    {
+      static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::clamp_backward_kernel :
 #else
       &cpu::DEFAULT::clamp_backward_kernel :
 #endif
       &cpu::DEFAULT::clamp_backward_kernel;
-    _kernel(_iter, min, max);
+      _kernel(_iter, min, max);
+    }
   }
   return at::sum_to(_g0, x__shape);
 }
@@ -169,10 +191,19 @@ TORCH_LIBRARY_FRAGMENT(golden, m) {
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
-  m.impl("clamp", &golden::clamp_cpu);
-  m.impl("clamp.out", &golden::clamp_out_cpu);
-  m.impl("clamp_backward", &golden::clamp_backward_cpu);
+  m.impl("clamp", &golden::clamp_dense);
+  m.impl("clamp.out", &golden::clamp_out_dense);
+  m.impl("clamp_backward", &golden::clamp_backward_dense);
 }
+
+#if defined(OPGEN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(golden, CUDA, m) {
+  m.impl("clamp", &golden::clamp_dense);
+  m.impl("clamp.out", &golden::clamp_out_dense);
+  m.impl("clamp_backward", &golden::clamp_backward_dense);
+}
+#endif
+
 
 TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("clamp", &golden::clamp_meta);

@@ -20,6 +20,13 @@ void gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* 
 #endif
 }  // namespace golden::cpu
 
+#if defined(OPGEN_WITH_CUDA)
+namespace golden::cuda {
+void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
+void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
+}  // namespace golden::cuda
+#endif
+
 namespace golden {
 namespace {
 
@@ -62,7 +69,7 @@ void gelu_compute(const at::Tensor& x, c10::string_view approximate, const at::T
   if (_out.numel() == 0) {
     return;
   }
-  if (opgen::same_layout_contiguous(_out, { x })) {
+  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::gelu_contiguous :
@@ -78,6 +85,12 @@ void gelu_compute(const at::Tensor& x, c10::string_view approximate, const at::T
                   .add_const_input(x)
                   .promote_inputs_to_common_dtype(true)
                   .build();
+#if defined(OPGEN_WITH_CUDA)
+  if (_out.is_cuda()) {
+    cuda::gelu_kernel(_iter, approximate);
+    return;
+  }
+#endif
   static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::gelu_kernel :
@@ -90,7 +103,8 @@ void gelu_compute(const at::Tensor& x, c10::string_view approximate, const at::T
 
 }  // namespace
 
-at::Tensor gelu_cpu(const at::Tensor& x, c10::string_view approximate) {
+// CPU, and CUDA when built with it: the dtype and device checks, then the kernel of the device.
+at::Tensor gelu_dense(const at::Tensor& x, c10::string_view approximate) {
   at::Tensor _out = gelu_prepare(x, approximate);
   gelu_compute(x, approximate, _out);
   return _out;
@@ -102,7 +116,7 @@ at::Tensor gelu_meta(const at::Tensor& x, c10::string_view approximate) {
 
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
-void gelu_out_cpu(const at::Tensor& x, c10::string_view approximate, at::Tensor& out) {
+void gelu_out_dense(const at::Tensor& x, c10::string_view approximate, at::Tensor& out) {
   gelu_compute(x, approximate, gelu_prepare_out(x, approximate, out, true));
 }
 
@@ -112,6 +126,7 @@ void gelu_out_meta(const at::Tensor& x, c10::string_view approximate, at::Tensor
 
 void gelu_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   opgen::reject_grad_for_out(op, stack, _op);
+  opgen::reject_forward_grad_for_out(op, stack, _op);
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
@@ -133,7 +148,7 @@ at::ScalarType gelu_backward_check(const at::Tensor& grad, const at::Tensor& x, 
 
 }  // namespace
 
-at::Tensor gelu_backward_cpu(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {
+at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = gelu_backward_check(grad, x, approximate, x__shape);
   at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
@@ -143,14 +158,21 @@ at::Tensor gelu_backward_cpu(const at::Tensor& grad, const at::Tensor& x, c10::s
                    .promote_inputs_to_common_dtype(true)
                    .build();
   if (grad.numel() > 0) {
-    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_WITH_CUDA)
+    if (grad.is_cuda()) {
+      cuda::gelu_backward_kernel(_iter, approximate);
+    } else
+#endif
+    {
+      static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::gelu_backward_kernel :
 #else
       &cpu::DEFAULT::gelu_backward_kernel :
 #endif
       &cpu::DEFAULT::gelu_backward_kernel;
-    _kernel(_iter, approximate);
+      _kernel(_iter, approximate);
+    }
   }
   return at::sum_to(_g0, x__shape);
 }
@@ -169,10 +191,19 @@ TORCH_LIBRARY_FRAGMENT(golden, m) {
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
-  m.impl("gelu", &golden::gelu_cpu);
-  m.impl("gelu.out", &golden::gelu_out_cpu);
-  m.impl("gelu_backward", &golden::gelu_backward_cpu);
+  m.impl("gelu", &golden::gelu_dense);
+  m.impl("gelu.out", &golden::gelu_out_dense);
+  m.impl("gelu_backward", &golden::gelu_backward_dense);
 }
+
+#if defined(OPGEN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(golden, CUDA, m) {
+  m.impl("gelu", &golden::gelu_dense);
+  m.impl("gelu.out", &golden::gelu_out_dense);
+  m.impl("gelu_backward", &golden::gelu_backward_dense);
+}
+#endif
+
 
 TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("gelu", &golden::gelu_meta);

@@ -20,6 +20,13 @@ void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const 
 #endif
 }  // namespace golden::cpu
 
+#if defined(OPGEN_WITH_CUDA)
+namespace golden::cuda {
+void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+}  // namespace golden::cuda
+#endif
+
 namespace golden {
 namespace {
 
@@ -71,7 +78,7 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
   if (_out.numel() == 0) {
     return;
   }
-  if (opgen::same_layout_contiguous(_out, { x, scale })) {
+  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x, scale })) {
     static const auto _contiguous = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::scale_rows_contiguous :
@@ -88,6 +95,12 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
                   .add_const_input(scale)
                   .promote_inputs_to_common_dtype(true)
                   .build();
+#if defined(OPGEN_WITH_CUDA)
+  if (_out.is_cuda()) {
+    cuda::scale_rows_kernel(_iter, offset.toDouble(), power);
+    return;
+  }
+#endif
   static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::scale_rows_kernel :
@@ -100,7 +113,8 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
 
 }  // namespace
 
-at::Tensor scale_rows_cpu(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
+// CPU, and CUDA when built with it: the dtype and device checks, then the kernel of the device.
+at::Tensor scale_rows_dense(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
   at::Tensor _out = scale_rows_prepare(x, scale, offset, power);
   scale_rows_compute(x, scale, offset, power, _out);
   return _out;
@@ -112,7 +126,7 @@ at::Tensor scale_rows_meta(const at::Tensor& x, const at::Tensor& scale, const a
 
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
-void scale_rows_out_cpu(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out) {
+void scale_rows_out_dense(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out) {
   scale_rows_compute(x, scale, offset, power, scale_rows_prepare_out(x, scale, offset, power, out, true));
 }
 
@@ -122,6 +136,7 @@ void scale_rows_out_meta(const at::Tensor& x, const at::Tensor& scale, const at:
 
 void scale_rows_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
   opgen::reject_grad_for_out(op, stack, _op);
+  opgen::reject_forward_grad_for_out(op, stack, _op);
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
@@ -145,7 +160,7 @@ at::ScalarType scale_rows_backward_check(const at::Tensor& grad, const at::Tenso
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> scale_rows_backward_cpu(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
+std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
   const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
   at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
   at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
@@ -158,14 +173,21 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_cpu(const at::Tensor& gra
                    .promote_inputs_to_common_dtype(true)
                    .build();
   if (grad.numel() > 0) {
-    static const auto _kernel = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_WITH_CUDA)
+    if (grad.is_cuda()) {
+      cuda::scale_rows_backward_kernel(_iter, offset.toDouble(), power);
+    } else
+#endif
+    {
+      static const auto _kernel = opgen::cpu_has_avx2() ?
 #if defined(OPGEN_HAVE_AVX2)
       &cpu::AVX2::scale_rows_backward_kernel :
 #else
       &cpu::DEFAULT::scale_rows_backward_kernel :
 #endif
       &cpu::DEFAULT::scale_rows_backward_kernel;
-    _kernel(_iter, offset.toDouble(), power);
+      _kernel(_iter, offset.toDouble(), power);
+    }
   }
   return std::make_tuple(at::sum_to(_g0, x__shape), at::sum_to(_g1, scale__shape));
 }
@@ -184,10 +206,19 @@ TORCH_LIBRARY_FRAGMENT(golden, m) {
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
-  m.impl("scale_rows", &golden::scale_rows_cpu);
-  m.impl("scale_rows.out", &golden::scale_rows_out_cpu);
-  m.impl("scale_rows_backward", &golden::scale_rows_backward_cpu);
+  m.impl("scale_rows", &golden::scale_rows_dense);
+  m.impl("scale_rows.out", &golden::scale_rows_out_dense);
+  m.impl("scale_rows_backward", &golden::scale_rows_backward_dense);
 }
+
+#if defined(OPGEN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(golden, CUDA, m) {
+  m.impl("scale_rows", &golden::scale_rows_dense);
+  m.impl("scale_rows.out", &golden::scale_rows_out_dense);
+  m.impl("scale_rows_backward", &golden::scale_rows_backward_dense);
+}
+#endif
+
 
 TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("scale_rows", &golden::scale_rows_meta);

@@ -1,0 +1,30 @@
+"""The pointwise kernels of an op, shared by the CPU and CUDA kernel emitters: its forward
+and, when it has a gradient that is not `grad` itself, the fused backward."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import expr as E
+from ..api import cpp_expr
+from ..model import OpSpec
+from . import backward
+from . import op_context as ctx
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    code: cpp_expr.KernelCode
+    attrs: list[ctx.KernelAttr]
+
+
+def kernels(op: OpSpec) -> list[Kernel]:
+    tensors = [a.name for a in op.tensor_inputs]
+    forward = cpp_expr.kernel_code(op.kernel.expr, ctx.kernel_scope(op), tensors)
+    out = [Kernel(op.name, forward, ctx.kernel_attrs(op, E.names_in(op.kernel.expr)))]
+    plan = backward.plan(op)
+    code = backward.kernel_code(op, plan) if plan is not None else None
+    if code is not None:
+        out.append(Kernel(plan.name, code, list(plan.kernel_attrs)))
+    return out

@@ -1,0 +1,54 @@
+"""CUDA code generation without a GPU: every expression function has a device overload, every op
+gets a .cu file, and `opgen build --cuda on` explains why it cannot build on a CPU-only torch.
+Compiling and linking the CUDA extension is .ci/cuda's job (it needs a CUDA build of torch)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from opgen.cli import main
+from opgen.functions import FUNCTIONS
+
+ROOT = Path(__file__).resolve().parent.parent
+CSRC = ROOT / "generated" / "csrc"
+
+
+def _defined(header: Path) -> set[str]:
+    text = header.read_text()
+    return set(re.findall(r"OPGEN_UNARY\((\w+),", text)) | set(re.findall(r"inline (?:T|auto) (\w+)\(", text))
+
+
+def test_every_kernel_function_has_cpu_and_cuda_overloads():
+    kernel_functions = {name for name in FUNCTIONS if name != "isfinite"}  # isfinite: checks only
+    assert kernel_functions <= _defined(CSRC / "opgen_math.h")
+    assert kernel_functions <= _defined(CSRC / "opgen_math_cuda.cuh"), kernel_functions - _defined(CSRC / "opgen_math_cuda.cuh")
+
+
+def test_every_op_has_a_cuda_translation_unit_registered_under_the_cuda_key():
+    for spec in sorted((ROOT / "specs").glob("*.yaml")):
+        op = spec.stem
+        cu = (CSRC / "kernels" / f"{op}_cuda.cu").read_text()
+        assert f"void {op}_kernel(at::TensorIteratorBase& _iter" in cu
+        assert "at::native::gpu_kernel" in cu and "c10::cuda::CUDAGuard" in cu
+        registration = (CSRC / "ops" / f"{op}.cpp").read_text()
+        assert "#if defined(OPGEN_WITH_CUDA)\nTORCH_LIBRARY_IMPL(opgen_ops, CUDA, m)" in registration
+        if (CSRC / "autograd" / f"{op}.cpp").is_file():
+            assert f"void {op}_backward_kernel(" in cu
+
+
+@pytest.mark.skipif(torch.version.cuda is not None, reason="this torch can build CUDA kernels")
+def test_build_cuda_on_a_cpu_torch_exits_2_saying_why(tmp_path, capsys):
+    root = tmp_path / "proj"
+    (root / "specs").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "cudaless"\n')
+    shutil.copy(ROOT / "specs" / "relu.yaml", root / "specs")
+    assert main(["--project", str(root), "generate"]) == 0
+    assert main(["--project", str(root), "build", "--cuda", "on"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot build the CUDA kernels" in err and "CPU build" in err and "torch==2.14.1" in err
+    assert not (root / "build" / "cuda" / "libcudaless.so").exists()
