@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,7 +39,14 @@ CAPABILITY_FLAGS = {
 @dataclass(frozen=True)
 class BuildResult:
     library: Path
-    ran: bool  # ninja had work to do
+    steps: dict[str, int]  # steps ninja ran, by kind (CXX, NVCC, PCH, LINK)
+
+    @property
+    def ran(self) -> bool:
+        return bool(self.steps)
+
+    def summary(self) -> str:
+        return ", ".join(f"{n} {kind}" for kind, n in sorted(self.steps.items()))
 
 
 # Hopper as SASS plus PTX, so later GPUs JIT the kernels. OPGEN_CUDA_ARCHS="80;90" overrides.
@@ -257,13 +266,52 @@ def build(config: ProjectConfig, *, jobs: int | None = None, verbose: bool = Fal
         cmd += ["-j", str(jobs)]
     if verbose:
         cmd.append("-v")
-    dry = subprocess.run(cmd + ["-n"], capture_output=True, text=True)
-    ran = "no work to do" not in dry.stdout
-    proc = subprocess.run(cmd, stdout=None if verbose else subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        if proc.stdout:
-            sys.stderr.write(proc.stdout)
-        raise OpgenError(f"build failed (ninja exit {proc.returncode}); see the compiler output above")
-    if proc.stdout and ran and verbose:
-        sys.stdout.write(proc.stdout)
-    return BuildResult(library_path(config, debug=debug, sanitize=sanitize, cuda=cuda), ran)
+    steps, output, code = _run_ninja(cmd, verbose)
+    if code != 0:
+        if not verbose:
+            sys.stderr.write("".join(output))
+        raise OpgenError(f"build failed (ninja exit {code}); see the compiler output above")
+    return BuildResult(library_path(config, debug=debug, sanitize=sanitize, cuda=cuda), steps)
+
+
+_STATUS = re.compile(r"^\[(\d+)/(\d+) +([\d.]+)s\] (\S+)")
+
+
+def _run_ninja(cmd: list[str], verbose: bool) -> tuple[dict[str, int], list[str], int]:
+    """Runs ninja, showing its progress on stderr (one updating line on a terminal, a line per
+    step otherwise); returns the steps run by kind, the output, and the exit code."""
+    env = {**os.environ, "NINJA_STATUS": "[%f/%t %es] "}
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
+    steps: Counter[str] = Counter()
+    output: list[str] = []
+    tty = sys.stderr.isatty()
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        output.append(line)
+        status = _STATUS.match(line)
+        if status:
+            steps[status.group(4)] += 1
+        if verbose:
+            sys.stderr.write(line)
+        elif status:
+            sys.stderr.write(f"\r\033[K{line.rstrip()[:150]}" if tty else line)
+        sys.stderr.flush()
+    code = proc.wait()
+    if tty and steps and not verbose:
+        sys.stderr.write("\r\033[K")
+    return dict(steps), output, code
+
+
+def timings(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None, cuda: bool = False) -> list[tuple[float, str]]:
+    """Seconds per output of the last build that made it, from ninja's log, slowest first."""
+    log = variant_dir(config, debug=debug, sanitize=sanitize, cuda=cuda) / ".ninja_log"
+    ninja_file = log.parent / "build.ninja"
+    current = set(re.findall(r"^build (\S+):", ninja_file.read_text(encoding="utf-8"), re.M)) if ninja_file.is_file() else set()
+    latest: dict[str, float] = {}
+    if log.is_file():
+        for line in log.read_text(encoding="utf-8").splitlines():
+            fields = line.split("\t")
+            if len(fields) == 5 and not line.startswith("#"):
+                latest[fields[3]] = (int(fields[1]) - int(fields[0])) / 1000
+    root = str(variant_dir(config, debug=debug, sanitize=sanitize, cuda=cuda)) + os.sep
+    return sorted(((t, o.removeprefix(root)) for o, t in latest.items() if o in current), reverse=True)

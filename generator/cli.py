@@ -65,8 +65,15 @@ def cmd_build(args, config: ProjectConfig) -> int:
             print(f"opgen build: CPU only: {reason}")
     result = build(config, jobs=args.jobs, verbose=args.verbose, debug=args.debug, sanitize=args.sanitize,
                    cuda=cuda)
-    status = "built" if result.ran else "up to date"
+    status = f"built ({result.summary()})" if result.ran else "up to date"
     print(f"opgen build: {result.library.relative_to(config.root)} {status} in {time.perf_counter() - start:.1f} s")
+    if args.timings:
+        from .build import timings
+
+        steps = timings(config, debug=args.debug, sanitize=args.sanitize, cuda=cuda)
+        print(f"opgen build: seconds per step of the last build of each ({sum(t for t, _ in steps):.1f} s in all, before parallelism):")
+        for seconds, output in steps:
+            print(f"  {seconds:7.1f}  {output}")
     return EXIT_OK
 
 
@@ -128,9 +135,14 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("-v", "--verbose", action="store_true")
     b.add_argument("--debug", action="store_true", help="-O0 -g")
     b.add_argument("--sanitize", metavar="LIST", default=None, help="e.g. address,undefined")
+    b.add_argument("--timings", action="store_true", help="print the seconds each compile and link step took")
     b.add_argument("--cuda", choices=("auto", "on", "off"), default="auto",
                    help="CUDA kernels: 'on' fails saying why when they cannot be built; 'auto' (default) builds "
                         "them with a CUDA build of torch and nvcc, else says why not")
+    w = sub.add_parser("watch", help="regenerate whenever a spec, a template or pyproject.toml changes")
+    w.add_argument("--build", action="store_true", help="rebuild after each successful generation")
+    w.add_argument("--debounce-ms", type=int, default=200, help="wait this long for more changes before regenerating")
+    w.set_defaults(jobs=None, verbose=False, debug=False, sanitize=None, timings=False, cuda="auto")  # build's, for --build
     sub.add_parser("test", help="run the generic op suite and the project's tests/ (other arguments go to pytest)")
     sub.add_parser("list", help="list the ops and their schemas")
     n = sub.add_parser("new", help="write a commented spec to start from")
@@ -140,6 +152,65 @@ def parser() -> argparse.ArgumentParser:
     i.add_argument("dir")
     i.add_argument("--namespace", default=None, help="op namespace (default: from the folder name)")
     return p
+
+
+def report_spec_errors(e: SpecErrors, error_format: str) -> None:
+    for err in e.errors:
+        if error_format == "github":
+            loc = err.location
+            message = err.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+            print(f"::error file={loc.path},line={loc.line},col={loc.col}::{message}", file=sys.stderr)
+        else:
+            print(f"{err.location}: error: {err.message}", file=sys.stderr)
+    n = len(e.errors)
+    print(f"opgen: {n} error{'s' if n > 1 else ''}; nothing was written", file=sys.stderr)
+
+
+def cmd_watch(args, config: ProjectConfig) -> int:
+    """Regenerates (and with --build rebuilds) whenever a spec, a template or pyproject.toml
+    changes; a bad spec prints its located errors and the watch goes on."""
+    from watchfiles import watch
+
+    from .render import templates_dir
+
+    paths = [config.specs_dir, templates_dir(), config.root / "pyproject.toml"]
+
+    def run_once() -> None:
+        nonlocal config
+        try:
+            config = load_config(args.project)
+            cmd_generate(args, config)
+            if args.build:
+                cmd_build(args, config)
+        except SpecErrors as e:
+            report_spec_errors(e, args.error_format)
+        except OpgenError as e:
+            print(f"opgen: error: {e}", file=sys.stderr)
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+    run_once()
+    watching = False
+    # yield_on_timeout: the first (empty) yield says the watcher is running, so the line below
+    # promises that an edit from now on is seen
+    for changes in watch(*[p for p in paths if p.exists()], debounce=args.debounce_ms, rust_timeout=500,
+                         yield_on_timeout=True):
+        if not watching:
+            print(f"opgen watch: watching {', '.join(_shown(config, p) for p in paths)} (Ctrl-C stops)", flush=True)
+            watching = True
+        if not changes:
+            continue
+        for _, changed in sorted(changes):
+            print(f"opgen watch: changed {_shown(config, Path(changed))}", flush=True)
+        run_once()
+    return EXIT_OK
+
+
+def _shown(config: ProjectConfig, path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(config.root.resolve()))
+    except ValueError:
+        return str(path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,18 +226,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_schema(args)
         config = load_config(args.project)
         handler = {"generate": cmd_generate, "check": cmd_check, "build": cmd_build, "test": cmd_test,
-                   "list": cmd_list, "new": cmd_new}[args.command]
+                   "list": cmd_list, "new": cmd_new, "watch": cmd_watch}[args.command]
         return handler(args, config)
     except SpecErrors as e:
-        for err in e.errors:
-            if args.error_format == "github":
-                loc = err.location
-                message = err.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
-                print(f"::error file={loc.path},line={loc.line},col={loc.col}::{message}", file=sys.stderr)
-            else:
-                print(f"{err.location}: error: {err.message}", file=sys.stderr)
-        n = len(e.errors)
-        print(f"opgen: {n} error{'s' if n > 1 else ''}; nothing was written", file=sys.stderr)
+        report_spec_errors(e, args.error_format)
         return EXIT_USAGE
     except OpgenError as e:
         print(f"opgen: error: {e}", file=sys.stderr)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import runpy
 import warnings
 from pathlib import Path
 
@@ -32,6 +33,9 @@ def load(project: str | Path | None = None):
         warnings.warn(f"{path.name} is already loaded from {loaded[0]}; not loading {resolved}", stacklevel=2)
     elif resolved not in loaded:
         torch.ops.load_library(resolved)
+    rules = config.output_dir / "python" / config.namespace / "_rules.py"
+    if rules.is_file():
+        runpy.run_path(str(rules))["register"]()
     return getattr(torch.ops, config.namespace)
 
 

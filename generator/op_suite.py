@@ -277,6 +277,27 @@ def test_each_cpu_capability_kernel(capability, built_ops):
 # ---- gradients ----------------------------------------------------------------------------
 
 
+def test_vmap_matches_a_loop_over_samples(op, built_ops):
+    """torch.vmap over each input's own batch dimension against calling the op per sample;
+    broadcasting ops use the generated batching rule, not functorch's per-sample fallback."""
+    from opgen.dest.python_api import batches_by_broadcasting
+
+    attrs = testing.attribute_sets(op)[0]
+    dtype = DTYPES[_float_dtype(op)]
+    tensors = _sample(op, shapes=_example_shapes(op), dtype=dtype)
+    names = [a.name for a in op.tensor_inputs]
+    batched = {n: torch.stack([t * (1 + 0.1 * i) for i in range(3)], dim=k % (t.dim() + 1))
+               for k, (n, t) in enumerate(tensors.items()) if k % 3 != 2}  # every third input unbatched
+    in_dims = tuple(k % (tensors[n].dim() + 1) if n in batched else None for k, n in enumerate(names))
+    fn = _fn(built_ops, op, attrs)
+    args = [batched.get(n, tensors[n]) for n in names]
+    got = torch.vmap(fn, in_dims=in_dims)(*args)
+    expected = torch.stack([fn(*[a.select(d, i) if d is not None else a for a, d in zip(args, in_dims)]) for i in range(3)])
+    torch.testing.assert_close(got, expected)
+    has_rule = torch._C._dispatch_has_kernel_for_dispatch_key(f"{NAMESPACE}::{op.name}", "FuncTorchBatched")
+    assert has_rule == batches_by_broadcasting(op), f"{op.name}: batching rule registered: {has_rule}"
+
+
 def _differentiable(op) -> list[str]:
     from opgen.derivatives import gradient_formulas
 

@@ -71,7 +71,7 @@ def test_editing_one_spec_rewrites_only_that_ops_files(project):
     after = snapshot(project / "generated")
     changed = sorted(p for p in after if after[p] != before.get(p))
     assert changed == ["csrc/kernels/relu_cpu.cpp", "csrc/kernels/relu_cuda.cu", "csrc/ops/relu.cpp", "docs/index.md", "docs/relu.md",
-                       "python/testops/_ops/relu.py"]
+                       "python/testops/__init__.pyi", "python/testops/_ops/relu.py"]
     # unchanged files keep their timestamps, so the build recompiles only relu
     assert after["csrc/ops/clamp.cpp"][1] == before["csrc/ops/clamp.cpp"][1]
 

@@ -4,6 +4,7 @@ rules, size checks, int and Scalar attributes."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -106,5 +107,7 @@ def test_init_generate_build_load(tmp_path):
     assert "FAILED" in caught.stdout and "test_gradcheck[bad_square]" in caught.stdout
     assert "gradient formula for 'x' disagrees with the derivative of the kernel" in caught.stdout
     # a second build has nothing to do
-    again = subprocess.run([*opgen, "--project", str(project), "build"], check=True, capture_output=True, text=True)
+    again = subprocess.run([*opgen, "--project", str(project), "build", "--timings"], check=True, capture_output=True, text=True)
     assert "up to date" in again.stdout
+    assert "seconds per step" in again.stdout and "obj/DEFAULT/csrc/ops/scale_rows.cpp.o" in again.stdout
+    assert re.search(r"^ +[\d.]+  libmyops\.so$", again.stdout, re.M), again.stdout

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+from .. import expr as E
 from ..api import python
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
+from . import backward
 from .files import GeneratedFile
 from .op_context import kernel_scope
 
@@ -14,10 +18,23 @@ def library_file(lib: Library) -> str:
     return f"lib{lib.namespace}.so"
 
 
+@dataclass(frozen=True)
+class Stub:
+    name: str
+    params: str
+    docstring: str
+
+
 def emit_package(lib: Library) -> list[GeneratedFile]:
     base = f"python/{lib.namespace}"
+    stubs = [Stub(op.name, wrapper_parameters(op), docstring(op)) for op in lib.ops]
+    broadcasting = [op for op in lib.ops if batches_by_broadcasting(op)]
     return [
         GeneratedFile(f"{base}/__init__.py", render("python/__init__.py.j2", ns=lib.namespace, ops=lib.ops)),
+        GeneratedFile(f"{base}/__init__.pyi", render("python/__init__.pyi.j2", ns=lib.namespace, stubs=stubs)),
+        GeneratedFile(f"{base}/py.typed", ""),
+        GeneratedFile(f"{base}/_rules.py", render("python/_rules.py.j2", ns=lib.namespace, ops=tuple(o.name for o in broadcasting),
+                                                  backwards={p.name: len(p.inputs) for p in map(backward.plan, broadcasting) if p})),
         GeneratedFile(f"{base}/_library.py", render("python/_library.py.j2", ns=lib.namespace,
                                                     library_file=library_file(lib), build_dir=lib.build_dir_from_python)),
         GeneratedFile(f"{base}/_ops/__init__.py", render("python/_ops/__init__.py.j2", ns=lib.namespace)),
@@ -25,16 +42,29 @@ def emit_package(lib: Library) -> list[GeneratedFile]:
     ]
 
 
+def batches_by_broadcasting(op: OpSpec) -> bool:
+    """True when a leading batch dimension is one more broadcast dimension to the op: its output
+    shape is the broadcast of its (positional) tensor inputs and no check reads a size."""
+    broadcasting = op.shape.kind == "broadcast" or (op.shape.kind == "same" and len(op.tensor_inputs) == 1)
+    reads_sizes = any(isinstance(n, E.Method) for c in op.checks for n in E.walk(c.expr))
+    return broadcasting and not reads_sizes and not any(a.kwarg_only for a in op.tensor_inputs)
+
+
 def docstring(op: OpSpec) -> str:
     text = op.doc or f"The {op.name} op."
     return f"{text}\n\nSchema: ``{op.schema}``. With ``out=``, writes into that tensor (resized if needed).\n"
 
 
+def wrapper_parameters(op: OpSpec) -> str:
+    """The typed wrapper's parameters: the schema's, then a keyword-only `out`."""
+    out_param = (", " if any(a.kwarg_only for a in op.schema.arguments) else ", *, ") + "out: Optional[Tensor] = None"
+    return python.parameters(op.schema.arguments) + out_param
+
+
 def emit_op(op: OpSpec, lib: Library) -> list[GeneratedFile]:
     base = f"python/{lib.namespace}"
     params = python.parameters(op.schema.arguments)
-    out_param = (", " if any(a.kwarg_only for a in op.schema.arguments) else ", *, ") + "out: Optional[Tensor] = None"
-    wrapper = render("python/_ops/op.py.j2", op=op, ns=lib.namespace, params=params + out_param,
+    wrapper = render("python/_ops/op.py.j2", op=op, ns=lib.namespace, params=wrapper_parameters(op),
                      call=python.call_arguments(op.schema.arguments), docstring=docstring(op))
     expression = op.reference if op.reference is not None else python.reference(op.kernel.expr, kernel_scope(op))
     ref = render("python/_references/op.py.j2", op=op, params=params.replace(": Tensor", ": torch.Tensor"), expression=expression)

@@ -178,12 +178,12 @@ std::tuple<at::Tensor, at::Tensor> add_backward_dense(const at::Tensor& grad, do
     }
   }
   // the gradient of 'a' is grad itself: only reduced to its shape
-  return std::make_tuple(opgen::sum_to_fresh(grad.to(_dtype), a__shape), at::sum_to(_g1, b__shape));
+  return std::make_tuple(opgen::sum_to_fresh(grad.to(_dtype), opgen::reduced_shape(grad.sym_sizes(), a__shape)), at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), b__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor> add_backward_meta(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = add_backward_check(grad, alpha, a__shape, b__shape);
-  return std::make_tuple(at::empty_symint(a__shape, grad.options().dtype(_dtype)), at::empty_symint(b__shape, grad.options().dtype(_dtype)));
+  return std::make_tuple(at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), a__shape), grad.options().dtype(_dtype)), at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), b__shape), grad.options().dtype(_dtype)));
 }
 
 }  // namespace opgen_ops

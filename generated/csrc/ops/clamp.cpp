@@ -174,12 +174,12 @@ at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, dou
       _kernel(_iter, min, max);
     }
   }
-  return at::sum_to(_g0, x__shape);
+  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
 }
 
 at::Tensor clamp_backward_meta(const at::Tensor& grad, const at::Tensor& x, double min, double max, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = clamp_backward_check(grad, x, min, max, x__shape);
-  return at::empty_symint(x__shape, grad.options().dtype(_dtype));
+  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype));
 }
 
 }  // namespace opgen_ops

@@ -173,12 +173,12 @@ at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
       _kernel(_iter);
     }
   }
-  return at::sum_to(_g0, x__shape);
+  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
 }
 
 at::Tensor relu_backward_meta(const at::Tensor& grad, const at::Tensor& x, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = relu_backward_check(grad, x, x__shape);
-  return at::empty_symint(x__shape, grad.options().dtype(_dtype));
+  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype));
 }
 
 }  // namespace opgen_ops

@@ -173,12 +173,12 @@ at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& resu
       _kernel(_iter);
     }
   }
-  return at::sum_to(_g0, x__shape);
+  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
 }
 
 at::Tensor sigmoid_backward_meta(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sigmoid_backward_check(grad, result, x__shape);
-  return at::empty_symint(x__shape, grad.options().dtype(_dtype));
+  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype));
 }
 
 }  // namespace opgen_ops

@@ -175,12 +175,12 @@ at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, 
       _kernel(_iter, beta, threshold);
     }
   }
-  return at::sum_to(_g0, x__shape);
+  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
 }
 
 at::Tensor softplus_backward_meta(const at::Tensor& grad, const at::Tensor& x, double beta, double threshold, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = softplus_backward_check(grad, x, beta, threshold, x__shape);
-  return at::empty_symint(x__shape, grad.options().dtype(_dtype));
+  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype));
 }
 
 }  // namespace opgen_ops

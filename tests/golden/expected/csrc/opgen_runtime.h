@@ -165,6 +165,23 @@ inline void reject_forward_grad_for_out(const c10::OperatorHandle& op, const tor
   }
 }
 
+// The shape a gradient of shape `grad` sums down to for an input of shape `input`: the input's
+// broadcast dimensions reduce to 1 (or vanish), the others keep grad's size. That is `input`
+// itself, except when grad is one shard of a larger tensor (DTensor runs the backward on local
+// shards with the global `input`): then it is the input's matching shard.
+inline c10::SymDimVector reduced_shape(c10::SymIntArrayRef grad, c10::SymIntArrayRef input) {
+  TORCH_CHECK(grad.size() >= input.size(), "opgen: a gradient of rank ", grad.size(), " cannot sum to rank ",
+              input.size());
+  c10::SymDimVector out(input.begin(), input.end());
+  const size_t lead = grad.size() - input.size();
+  for (size_t i = 0; i < input.size(); ++i) {
+    if (input[i] != 1) {
+      out[i] = grad[lead + i];
+    }
+  }
+  return out;
+}
+
 // at::sum_to that never returns its argument: op outputs must not alias op inputs.
 inline at::Tensor sum_to_fresh(const at::Tensor& t, c10::SymIntArrayRef shape) {
   at::Tensor r = at::sum_to(t, shape);

@@ -174,12 +174,12 @@ at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
       _kernel(_iter, approximate);
     }
   }
-  return at::sum_to(_g0, x__shape);
+  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
 }
 
 at::Tensor gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = gelu_backward_check(grad, x, approximate, x__shape);
-  return at::empty_symint(x__shape, grad.options().dtype(_dtype));
+  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype));
 }
 
 }  // namespace golden

@@ -189,12 +189,12 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       _kernel(_iter, offset.toDouble(), power);
     }
   }
-  return std::make_tuple(at::sum_to(_g0, x__shape), at::sum_to(_g1, scale__shape));
+  return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), scale__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor> scale_rows_backward_meta(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
   const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
-  return std::make_tuple(at::empty_symint(x__shape, grad.options().dtype(_dtype)), at::empty_symint(scale__shape, grad.options().dtype(_dtype)));
+  return std::make_tuple(at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype)), at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), scale__shape), grad.options().dtype(_dtype)));
 }
 
 }  // namespace golden

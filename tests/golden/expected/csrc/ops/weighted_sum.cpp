@@ -178,12 +178,12 @@ std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_dense(const at::Tensor&
     }
   }
   // the gradient of 'b' is grad itself: only reduced to its shape
-  return std::make_tuple(at::sum_to(_g0, a__shape), opgen::sum_to_fresh(grad.to(_dtype), b__shape));
+  return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape)), opgen::sum_to_fresh(grad.to(_dtype), opgen::reduced_shape(grad.sym_sizes(), b__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_meta(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape, b__shape);
-  return std::make_tuple(at::empty_symint(a__shape, grad.options().dtype(_dtype)), at::empty_symint(b__shape, grad.options().dtype(_dtype)));
+  return std::make_tuple(at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), a__shape), grad.options().dtype(_dtype)), at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), b__shape), grad.options().dtype(_dtype)));
 }
 
 }  // namespace golden

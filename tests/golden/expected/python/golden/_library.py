@@ -38,6 +38,9 @@ def load_library() -> None:
         warnings.warn(f"{LIBRARY_FILE} is already loaded from {loaded[0]}; not loading {path}", stacklevel=2)
     elif path not in loaded:
         torch.ops.load_library(path)
+    from ._rules import register
+
+    register()
 
 
 ops = torch.ops.golden
