@@ -40,3 +40,27 @@ def test_example_project_builds_a_wheel_that_works_installed(tmp_path):
     run = subprocess.run([sys.executable, "-c", CHECK], capture_output=True, text=True, cwd=tmp_path,
                          env={"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"})
     assert run.returncode == 0 and "wheel ok" in run.stdout, run.stdout + run.stderr
+
+
+def test_opgen_wheel_carries_its_templates_and_generates_when_installed(tmp_path):
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-build-isolation", "--no-deps", "-w", str(tmp_path / "dist"), str(ROOT)],
+                   check=True, capture_output=True)
+    (wheel,) = (tmp_path / "dist").glob("opgen-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    templates = {f"opgen/templates/{p.relative_to(ROOT / 'templates')}" for p in (ROOT / "templates").rglob("*.j2")}
+    assert templates and templates <= names, sorted(templates - names)
+    site = tmp_path / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, capture_output=True)
+    project = tmp_path / "proj"
+    (project / "specs").mkdir(parents=True)
+    (project / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "fromwheel"\n')
+    shutil.copy(ROOT / "specs" / "gelu.yaml", project / "specs")
+    env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin"}
+    run = subprocess.run([sys.executable, "-c", "import opgen.render as r; print(r.templates_dir())"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert run.returncode == 0 and str(site) in run.stdout, run.stdout + run.stderr
+    gen = subprocess.run([sys.executable, "-m", "opgen", "--project", str(project), "generate"],
+                         capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert gen.returncode == 0, gen.stdout + gen.stderr
+    assert (project / "generated" / "csrc" / "kernels" / "gelu_cuda.cu").is_file()
