@@ -153,6 +153,6 @@ def cuda_gradients_match_cpu(overload, op: OpSpec, case: Case, differentiable: l
     for name in differentiable:
         got, want = grads["cuda"][name], grads["cpu"][name]
         assert got.device.type == "cuda" and got.shape == want.shape, f"gradient of '{name}': {got.device} {tuple(got.shape)}"
-        scale = max(1, 4 * max(1, want.numel() and 1))  # summation order differs between devices
+        scale = max(1, out.numel() // max(1, want.numel()))  # reduced gradients sum many terms, in another order
         torch.testing.assert_close(got.cpu().to(torch.float64), want.to(torch.float64), atol=atol * scale, rtol=rtol * scale,
                                    equal_nan=True, msg=lambda m: f"gradient of '{name}' on CUDA vs CPU: {m}")
