@@ -29,6 +29,8 @@ def cmd_generate(args, config: ProjectConfig) -> int:
 
     lib, files = _load(config)
     changes = write_tree(config.output_dir, files)
+    if changes.recovered:
+        print(f"opgen: rolled back an interrupted earlier run in {config.output}/ first", file=sys.stderr)
     for label, paths in (("wrote", changes.added + changes.changed), ("removed", changes.removed)):
         for p in sorted(paths):
             print(f"{label} {config.output}/{p}")
@@ -38,8 +40,11 @@ def cmd_generate(args, config: ProjectConfig) -> int:
 
 
 def cmd_check(args, config: ProjectConfig) -> int:
-    from .writer import diff
+    from .writer import diff, interrupted
 
+    if interrupted(config.output_dir):
+        print(f"opgen check: {config.output}/ holds a run that was killed halfway; run `opgen generate`", file=sys.stderr)
+        return EXIT_DIFF
     _, files = _load(config)
     changes, text = diff(config.output_dir, files, config.output)
     if not changes:

@@ -7,6 +7,7 @@ dataclasses, type-checked against the op's arguments, and printed back by each b
 from __future__ import annotations
 
 import ast
+import warnings
 from dataclasses import dataclass, field
 from typing import Union
 
@@ -113,7 +114,9 @@ def parse_expr(text: str) -> Expr:
     if not stripped:
         raise ExprError(0, "empty expression")
     try:
-        tree = ast.parse(stripped, mode="eval")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)  # e.g. "1e309x"; errors are reported below
+            tree = ast.parse(stripped, mode="eval")
     except SyntaxError as e:
         col = (e.offset - 1 if e.offset else len(stripped.rstrip())) + lead
         msg = "the expression ends too early" if not e.offset else e.msg

@@ -4,6 +4,10 @@ All content is rendered before anything is written. New contents go to temporary
 beside their targets first; then, with SIGINT/SIGTERM held back, they are renamed into
 place and files that the previous manifest listed but no spec produces are deleted. An
 exclusive lock keeps two concurrent runs apart.
+
+A run killed outright (SIGKILL, power loss) inside that swap leaves a journal of what it was
+moving; the next run (or `opgen check`) finds it, puts the previous files back and removes the
+temporaries before doing anything else, so the tree is never left half old, half new.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from .errors import OpgenError
 from .generate import MANIFEST
 
 LOCK_FILE = ".opgen.lock"
+JOURNAL = ".opgen-journal.json"
 
 
 @dataclass
@@ -29,6 +34,7 @@ class Changes:
     added: list[str] = field(default_factory=list)
     changed: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
+    recovered: bool = False  # an interrupted earlier run was rolled back first
 
     def __bool__(self) -> bool:
         return bool(self.added or self.changed or self.removed)
@@ -94,7 +100,10 @@ def _signals_held():
 
 def write_tree(out_dir: Path, files: dict[str, str]) -> Changes:
     with locked(out_dir):
+        recovered = recover(out_dir)
+        _sweep_temporaries(out_dir)
         changes = plan(out_dir, files)
+        changes.recovered = recovered
         staged: list[tuple[Path, Path]] = []
         try:
             for rel in changes.added + changes.changed:
@@ -106,7 +115,7 @@ def write_tree(out_dir: Path, files: dict[str, str]) -> Changes:
                 os.chmod(tmp, 0o644)
                 staged.append((Path(tmp), target))
             with _signals_held():
-                _commit(out_dir, staged, [out_dir / rel for rel in changes.removed])
+                _commit(out_dir, staged, [out_dir / rel for rel in changes.removed], changes.added)
             staged = []
         finally:
             for tmp, _ in staged:
@@ -114,14 +123,26 @@ def write_tree(out_dir: Path, files: dict[str, str]) -> Changes:
         return changes
 
 
-def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path]) -> None:
-    """Moves the previous versions aside, the new ones in, and on any error puts everything back."""
+def _backup_of(target: Path) -> Path:
+    return target.with_name(f".{target.name}.opgen-backup")
+
+
+def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path], added: list[str]) -> None:
+    """Moves the previous versions aside, the new ones in, and on any error puts everything back.
+    The journal written first lets the next run do the same after a crash."""
+    rel = lambda p: str(p.relative_to(out_dir))  # noqa: E731
+    targets = [t for _, t in staged] + removed
+    _write_journal(out_dir, {
+        "backups": [[rel(_backup_of(t)), rel(t)] for t in targets if t.exists()],
+        "temporaries": [rel(tmp) for tmp, _ in staged],
+        "added": sorted(added),
+    })
     backups: list[tuple[Path, Path]] = []  # (backup, original location)
     placed: list[Path] = []
     try:
-        for target in [t for _, t in staged] + removed:
+        for target in targets:
             if target.exists():
-                backup = target.with_name(f".{target.name}.opgen-backup")
+                backup = _backup_of(target)
                 os.replace(target, backup)
                 backups.append((backup, target))
         for tmp, target in staged:
@@ -132,11 +153,59 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path])
             target.unlink(missing_ok=True)
         for backup, target in backups:
             os.replace(backup, target)
+        (out_dir / JOURNAL).unlink(missing_ok=True)
         raise
+    (out_dir / JOURNAL).unlink()
     for backup, _ in backups:
         backup.unlink(missing_ok=True)
     for target in removed:
         _prune_empty(out_dir, target.parent)
+
+
+def _write_journal(out_dir: Path, entries: dict) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".opgen-journal.", suffix=".tmp", dir=out_dir)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(entries, fh)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, out_dir / JOURNAL)
+
+
+def _sweep_temporaries(out_dir: Path) -> None:
+    """Removes temporaries a killed run left while staging, before it wrote its journal."""
+    for tmp in out_dir.rglob(".*.tmp"):
+        if tmp.is_file() and tmp.name.count(".") >= 3:  # .<name>.<random>.tmp, as mkstemp makes them above
+            tmp.unlink(missing_ok=True)
+
+
+def interrupted(out_dir: Path) -> bool:
+    """True when a run was killed while swapping files in (see `recover`)."""
+    return (out_dir / JOURNAL).is_file()
+
+
+def recover(out_dir: Path) -> bool:
+    """Undoes a swap that a killed run left half done: previous files back, new and temporary
+    ones removed. Returns whether there was anything to undo. Call with the lock held."""
+    journal = out_dir / JOURNAL
+    if not journal.is_file():
+        return False
+    try:
+        entries = json.loads(journal.read_text(encoding="utf-8"))
+        backups = [(out_dir / b, out_dir / t) for b, t in entries["backups"] if _is_safe(b) and _is_safe(t)]
+        temporaries = [out_dir / t for t in entries["temporaries"] if _is_safe(t)]
+        added = [out_dir / a for a in entries["added"] if _is_safe(a)]
+    except (ValueError, KeyError, TypeError):
+        raise OpgenError(f"{journal}: unreadable journal of an interrupted run; delete the output folder and generate again") from None
+    for path in added:
+        path.unlink(missing_ok=True)
+    for backup, target in backups:
+        if backup.exists():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(backup, target)
+    for tmp in temporaries:
+        tmp.unlink(missing_ok=True)
+    journal.unlink()
+    return True
 
 
 def _prune_empty(root: Path, folder: Path) -> None:

@@ -144,7 +144,9 @@ def _convert(source: SpecSource, loader, node: yaml.Node, path: Path_, depth: in
     try:
         return loader.construct_object(node, deep=True)
     except yaml.YAMLError as e:
-        raise SpecError(loc, f"invalid value: {e}") from None
+        problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line, without PyYAML's location
+        hint = "; specs take plain YAML values, without tags" if "tag" in problem else ""
+        raise SpecError(loc, f"invalid value: {problem}{hint}") from None
 
 
 def _raw_text(node: yaml.ScalarNode) -> str:

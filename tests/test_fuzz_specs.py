@@ -1,7 +1,8 @@
 """Hostile and broken specs against `opgen generate`: every case ends in located errors
 (exit 2, no traceback, generated/ byte-for-byte untouched) or in a successful generation.
 
-The CI profile runs 1,000 derandomized cases here (about 10-20 s)."""
+The CI profile runs 1,000 derandomized cases here (about a minute), then builds and runs three
+of the accepted mutations."""
 
 from __future__ import annotations
 
@@ -85,6 +86,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 
 COUNT = {"cases": 0, "rejected": 0, "accepted": 0}
+ACCEPTED: dict[str, bytes] = {}  # stem -> the first accepted mutation that changed the generated code
 
 
 @settings(max_examples=1000, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
@@ -111,6 +113,9 @@ def test_hostile_specs_fail_cleanly_or_generate(project, capsys, case):
             assert snapshot(project / "generated") == before
         else:
             COUNT["accepted"] += 1
+            csrc = {k: v for k, v in snapshot(project / "generated").items() if k.startswith("csrc/")}
+            if stem not in ACCEPTED and csrc != {k: v for k, v in before.items() if k.startswith("csrc/")}:
+                ACCEPTED[stem] = raw
     finally:
         spec.write_bytes(original)
         if snapshot(project / "generated") != before:
@@ -122,3 +127,43 @@ def test_fuzz_ran_enough_cases():
     # runs after the fuzz test in file order; reports the count
     print(f"fuzz cases: {COUNT}")
     assert COUNT["cases"] >= 1000 or COUNT["cases"] == 0  # 0 when the fuzz test was deselected
+
+
+CALL_EACH = r"""
+import sys, torch, opgen
+from opgen import testing
+ops = opgen.load(sys.argv[1])
+for name in sys.argv[2:]:
+    op = testing.load_op(sys.argv[1], name)
+    gen = torch.Generator().manual_seed(0)
+    dtype = getattr(torch, op.dtypes[0].name)
+    shapes = [op.test.shapes.get(a.name, (3, 4)) if op.test.shapes else (3, 4) for a in op.tensor_inputs]
+    tensors = {a.name: testing.make_tensor(op, a.name, s, dtype, gen) for a, s in zip(op.tensor_inputs, shapes)}
+    for attrs in testing.attribute_sets(op, limit=2):
+        args, kwargs = testing.call_args(op, tensors, attrs)
+        out = getattr(ops, name)(*args, **kwargs)
+        assert isinstance(out, torch.Tensor), name
+        print(name, tuple(out.shape), out.dtype)
+print("all called")
+"""
+
+
+def test_accepted_mutations_compile_load_and_run(tmp_path):
+    """The fuzz's accepted specs are built too (three of them, to bound CI time): whatever the
+    generator accepts must compile with -Werror, load, and run."""
+    if not ACCEPTED:
+        pytest.skip("the fuzz test did not run in this session, so nothing was accepted")
+    import subprocess
+    import sys
+
+    root = tmp_path / "accepted"
+    (root / "specs").mkdir(parents=True)
+    (root / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "fuzzaccepted"\n')
+    chosen = sorted(ACCEPTED)[:3]
+    for stem in chosen:
+        (root / "specs" / f"{stem}.yaml").write_bytes(ACCEPTED[stem])
+    assert main(["--project", str(root), "generate"]) == 0
+    assert main(["--project", str(root), "build", "--cuda", "off"]) == 0
+    run = subprocess.run([sys.executable, "-c", CALL_EACH, str(root), *chosen], capture_output=True, text=True)
+    assert run.returncode == 0 and "all called" in run.stdout, run.stdout + run.stderr[-3000:]
+    print(f"built and ran accepted mutations of {chosen}")

@@ -139,6 +139,52 @@ def test_a_failure_while_swapping_files_in_restores_the_previous_tree(tmp_path, 
     assert leftovers == []
 
 
+KILLED_GENERATE = r"""
+import os, signal, sys
+from opgen import writer
+from opgen.cli import main
+
+real_replace, calls = os.replace, [0]
+
+def replace_then_die(src, dst):
+    calls[0] += 1
+    if calls[0] == int(sys.argv[2]):
+        os.kill(os.getpid(), signal.SIGKILL)  # no handler, no finally: the harshest interruption
+    return real_replace(src, dst)
+
+writer.os.replace = replace_then_die
+sys.exit(main(["--project", sys.argv[1], "generate"]))
+"""
+
+
+@pytest.mark.parametrize("kill_at", [1, 2, 4, 9, 14, 17])
+def test_a_generate_killed_mid_swap_is_rolled_back_by_the_next_run(tmp_path, kill_at):
+    """SIGKILL at the n-th rename (the journal's own, moving old files aside, moving new ones
+    in): `opgen check` reports the interrupted run, the next generate restores the previous
+    files first, and ends with exactly the tree a clean run writes, with no temporaries left."""
+    root = make_project(tmp_path)
+    assert main(["--project", str(root), "generate"]) == 0
+    before = snapshot(root / "generated")
+    spec = root / "specs" / "relu.yaml"
+    spec.write_text(spec.read_text().replace("maximum(x, 0)", "maximum(0, x)").replace("Rectified", "The rectified"))
+    (root / "specs" / "clamp.yaml").unlink()  # changed, added and removed files in one run
+    shutil.copy(ROOT / "specs" / "sigmoid.yaml", root / "specs")
+    killed = subprocess.run([sys.executable, "-c", KILLED_GENERATE, str(root), str(kill_at)], capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stdout + killed.stderr
+    if writer.interrupted(root / "generated"):
+        assert main(["--project", str(root), "check"]) == 1
+        with writer.locked(root / "generated"):
+            assert writer.recover(root / "generated")
+        assert snapshot(root / "generated") == before  # rolled back to the previous run exactly
+    assert main(["--project", str(root), "generate"]) == 0
+    assert main(["--project", str(root), "check"]) == 0
+    clean = make_project(tmp_path / "clean", specs=("weighted_sum", "relu", "sigmoid"))
+    shutil.copy(spec, clean / "specs" / "relu.yaml")
+    assert main(["--project", str(clean), "generate"]) == 0
+    assert snapshot(root / "generated") == snapshot(clean / "generated")
+    assert [p.name for p in (root / "generated").rglob(".*") if p.name != ".opgen.lock"] == []
+
+
 def test_concurrent_generates_leave_a_consistent_tree(tmp_path):
     root = make_project(tmp_path)
     procs = [subprocess.Popen([sys.executable, "-m", "opgen", "--project", str(root), "generate"],
