@@ -36,6 +36,12 @@ def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float
         "gelu": (1, lambda x: ops.gelu(x), lambda x: 0.5 * x * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))),
         "softplus": (1, lambda x: ops.softplus(x, beta=2.0), lambda x: torch.where(2.0 * x > 20.0, x, torch.log1p(torch.exp(2.0 * x)) / 2.0)),
     }
+    # the same ops writing into a buffer the caller reuses (the out= overload)
+    into = {
+        "weighted_sum": lambda a, b, out: ops.weighted_sum.out(a, b, weight=0.5, out=out),
+        "gelu": lambda x, out: ops.gelu.out(x, out=out),
+        "softplus": lambda x, out: ops.softplus.out(x, beta=2.0, out=out),
+    }
     rows = []
     for name, (n_in, generated, composite) in cases.items():
         for size in sizes:
@@ -43,6 +49,7 @@ def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float
             out = torch.empty(int(size), dtype=dtype)
             row = {"op": name, "dtype": str(dtype).removeprefix("torch."), "elements": int(size)}
             row["generated_us"] = median_us(lambda: generated(*inputs), min_run_time)
+            row["generated_out_us"] = median_us(lambda: into[name](*inputs, out=out), min_run_time)
             row["eager_composite_us"] = median_us(lambda: composite(*inputs), min_run_time)
             if use_compile:
                 compiled = torch.compile(composite, dynamic=False)
@@ -102,7 +109,8 @@ def overhead_rows(min_run_time: float):
 
 def print_row(row):
     extra = f" compile {row['torch_compile_us']:10.1f}" if "torch_compile_us" in row else ""
-    print(f"  {row['op']:13} {row['dtype']:>8} {row['elements']:>9}  generated {row['generated_us']:10.1f}  eager {row['eager_composite_us']:10.1f}"
+    print(f"  {row['op']:13} {row['dtype']:>8} {row['elements']:>9}  generated {row['generated_us']:10.1f}  out= {row['generated_out_us']:10.1f}"
+          f"  eager {row['eager_composite_us']:10.1f}"
           f"{extra}  copy {row['copy_ceiling_us']:9.1f}  | fwd+bwd generated {row['generated_fwd_bwd_us']:10.1f}"
           f"  eager {row['eager_fwd_bwd_us']:10.1f}  (us)")
 
@@ -119,7 +127,8 @@ def plot(path: Path, rows) -> None:
         return
     ops_ = sorted({r["op"] for r in rows})
     fig, axes = plt.subplots(1, len(ops_), figsize=(5 * len(ops_), 4), squeeze=False)
-    series = [("generated_us", "generated"), ("eager_composite_us", "eager ATen"), ("torch_compile_us", "torch.compile"),
+    series = [("generated_us", "generated"), ("generated_out_us", "generated, out="), ("eager_composite_us", "eager ATen"),
+              ("torch_compile_us", "torch.compile"),
               ("copy_ceiling_us", "copy (ceiling)")]
     for ax, op in zip(axes[0], ops_):
         mine = [r for r in rows if r["op"] == op]

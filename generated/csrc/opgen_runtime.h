@@ -81,6 +81,11 @@ inline void check_same_device(const at::Tensor& t, const at::Tensor& first, cons
 inline void broadcast_into(c10::SymDimVector& shape, const at::Tensor& t, const char* op, const char* arg,
                            const char* rule) {
   auto sizes = t.sym_sizes();
+  // the common cases first: the first input, and inputs of one shape (no SymBool per dimension)
+  if (shape.empty() || (shape.size() == sizes.size() && std::equal(shape.begin(), shape.end(), sizes.begin()))) {
+    shape.assign(sizes.begin(), sizes.end());
+    return;
+  }
   const size_t ndim = std::max(shape.size(), sizes.size());
   c10::SymDimVector out(ndim, c10::SymInt(1));
   for (size_t i = 0; i < ndim; ++i) {
@@ -122,6 +127,10 @@ inline void check_sizes(c10::SymIntArrayRef shape, const char* op, const char* r
 
 // The dtype an op computes in: PyTorch's promotion over its tensor inputs.
 inline at::ScalarType result_type(std::initializer_list<std::reference_wrapper<const at::Tensor>> tensors) {
+  const at::ScalarType first = tensors.begin()->get().scalar_type();
+  if (std::all_of(tensors.begin(), tensors.end(), [&](const at::Tensor& t) { return t.scalar_type() == first; })) {
+    return first;  // one dtype: no promotion to work out
+  }
   at::native::ResultTypeState state = {};
   for (const at::Tensor& t : tensors) {
     state = at::native::update_result_type_state(t, state);
