@@ -3,6 +3,7 @@ and, when it has a gradient that is not `grad` itself, the fused backward."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .. import expr as E
@@ -19,7 +20,9 @@ class Kernel:
     attrs: list[ctx.KernelAttr]
 
 
-def kernels(op: OpSpec) -> list[Kernel]:
+@functools.lru_cache(maxsize=1024)
+def kernels(op: OpSpec) -> tuple[Kernel, ...]:
+    """Printed once per spec: the CPU and the CUDA emitter both ask."""
     tensors = [a.name for a in op.tensor_inputs]
     forward = cpp_expr.kernel_code(op.kernel.expr, ctx.kernel_scope(op), tensors)
     out = [Kernel(op.name, forward, ctx.kernel_attrs(op, E.names_in(op.kernel.expr)))]
@@ -27,4 +30,4 @@ def kernels(op: OpSpec) -> list[Kernel]:
     code = backward.kernel_code(op, plan) if plan is not None else None
     if code is not None:
         out.append(Kernel(plan.name, code, list(plan.kernel_attrs)))
-    return out
+    return tuple(out)
