@@ -7,6 +7,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/EmptyTensor.h>
 #include <ATen/ExpandUtils.h>
 #include <ATen/TensorIterator.h>
 #include <ATen/Version.h>
@@ -57,6 +58,18 @@ inline void check_dtype(const at::Tensor& t, const char* op, const char* arg,
   }
   TORCH_CHECK_TYPE(false, op, "(): argument '", arg, "' has dtype ", dtype_name(t.scalar_type()),
                    ", but ", op, " supports ", allowed_names);
+}
+
+// A new output: at::detail::empty_cpu without the dispatcher round trip for plain CPU tensors
+// (the common case, about 0.1 us a call); every other device (Meta, CUDA) through at::empty.
+// Kernels write every element, so deterministic-mode filling is not needed.
+inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions& options) {
+  if (options.device().is_cpu()) {
+    if (auto sizes = c10::asIntArrayRefSlowOpt(shape)) {
+      return at::detail::empty_cpu(*sizes, options);
+    }
+  }
+  return at::empty_symint(shape, options);
 }
 
 inline void check_defined(const at::Tensor& t, const char* op, const char* arg) {

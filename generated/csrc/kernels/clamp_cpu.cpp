@@ -54,7 +54,7 @@ void clamp_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, d
     return opgen::minimum(opgen::maximum(x, _u0), _u1);
   };
 
-  at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [&](int64_t _begin, int64_t _end) {
+  auto _body = [&](int64_t _begin, int64_t _end) {
     int64_t _i = _begin;
     if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
       for (; _i + _vec::size() <= _end; _i += _vec::size()) {
@@ -75,7 +75,12 @@ void clamp_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, d
         _out[_i] = _f0(x, _u0, _u1);
       }
     }
-  });
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
 }
 
 template <typename scalar_t>

@@ -48,7 +48,7 @@ void gelu_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, c1
     return (_c0 ? ((_t(0.5) * x) * (_t(1.0) + opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) : ((_t(0.5) * x) * (_t(1.0) + opgen::erf((x * _t(0.7071067811865476))))));
   };
 
-  at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [&](int64_t _begin, int64_t _end) {
+  auto _body = [&](int64_t _begin, int64_t _end) {
     int64_t _i = _begin;
     if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
       for (; _i + _vec::size() <= _end; _i += _vec::size()) {
@@ -69,7 +69,12 @@ void gelu_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, c1
         _out[_i] = _f0(x);
       }
     }
-  });
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
 }
 
 template <typename scalar_t>

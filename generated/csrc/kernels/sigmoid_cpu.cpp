@@ -46,7 +46,7 @@ void sigmoid_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr)
     return opgen::sigmoid(x);
   };
 
-  at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [&](int64_t _begin, int64_t _end) {
+  auto _body = [&](int64_t _begin, int64_t _end) {
     int64_t _i = _begin;
     if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
       for (; _i + _vec::size() <= _end; _i += _vec::size()) {
@@ -67,7 +67,12 @@ void sigmoid_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr)
         _out[_i] = _f0(x);
       }
     }
-  });
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
 }
 
 template <typename scalar_t>

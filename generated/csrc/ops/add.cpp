@@ -48,7 +48,7 @@ std::pair<c10::SymDimVector, at::ScalarType> add_check(const at::Tensor& a, cons
 
 at::Tensor add_prepare(const at::Tensor& a, const at::Tensor& b, double alpha) {
   auto [_shape, _dtype] = add_check(a, b, alpha);
-  return at::empty_symint(_shape, a.options().dtype(_dtype));
+  return opgen::new_output(_shape, a.options().dtype(_dtype));
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.

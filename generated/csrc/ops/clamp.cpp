@@ -44,7 +44,7 @@ std::pair<c10::SymDimVector, at::ScalarType> clamp_check(const at::Tensor& x, do
 
 at::Tensor clamp_prepare(const at::Tensor& x, double min, double max) {
   auto [_shape, _dtype] = clamp_check(x, min, max);
-  return at::empty_symint(_shape, x.options().dtype(_dtype));
+  return opgen::new_output(_shape, x.options().dtype(_dtype));
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.

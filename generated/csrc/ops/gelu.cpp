@@ -44,7 +44,7 @@ std::pair<c10::SymDimVector, at::ScalarType> gelu_check(const at::Tensor& x, c10
 
 at::Tensor gelu_prepare(const at::Tensor& x, c10::string_view approximate) {
   auto [_shape, _dtype] = gelu_check(x, approximate);
-  return at::empty_symint(_shape, x.options().dtype(_dtype));
+  return opgen::new_output(_shape, x.options().dtype(_dtype));
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.

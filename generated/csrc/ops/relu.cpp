@@ -43,7 +43,7 @@ std::pair<c10::SymDimVector, at::ScalarType> relu_check(const at::Tensor& x) {
 
 at::Tensor relu_prepare(const at::Tensor& x) {
   auto [_shape, _dtype] = relu_check(x);
-  return at::empty_symint(_shape, x.options().dtype(_dtype));
+  return opgen::new_output(_shape, x.options().dtype(_dtype));
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.

@@ -45,7 +45,7 @@ std::pair<c10::SymDimVector, at::ScalarType> softplus_check(const at::Tensor& x,
 
 at::Tensor softplus_prepare(const at::Tensor& x, double beta, double threshold) {
   auto [_shape, _dtype] = softplus_check(x, beta, threshold);
-  return at::empty_symint(_shape, x.options().dtype(_dtype));
+  return opgen::new_output(_shape, x.options().dtype(_dtype));
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.

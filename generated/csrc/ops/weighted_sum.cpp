@@ -48,7 +48,7 @@ std::pair<c10::SymDimVector, at::ScalarType> weighted_sum_check(const at::Tensor
 
 at::Tensor weighted_sum_prepare(const at::Tensor& a, const at::Tensor& b, double weight) {
   auto [_shape, _dtype] = weighted_sum_check(a, b, weight);
-  return at::empty_symint(_shape, a.options().dtype(_dtype));
+  return opgen::new_output(_shape, a.options().dtype(_dtype));
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.

@@ -51,7 +51,7 @@ void weighted_sum_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _a
     return ((_u0 * a) + b);
   };
 
-  at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [&](int64_t _begin, int64_t _end) {
+  auto _body = [&](int64_t _begin, int64_t _end) {
     int64_t _i = _begin;
     if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
       for (; _i + _vec::size() <= _end; _i += _vec::size()) {
@@ -76,7 +76,12 @@ void weighted_sum_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _a
         _out[_i] = _f0(a, b, _u0);
       }
     }
-  });
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
 }
 
 template <typename scalar_t>

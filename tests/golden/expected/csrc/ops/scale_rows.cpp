@@ -52,7 +52,7 @@ std::pair<c10::SymDimVector, at::ScalarType> scale_rows_check(const at::Tensor& 
 
 at::Tensor scale_rows_prepare(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
   auto [_shape, _dtype] = scale_rows_check(x, scale, offset, power);
-  return at::empty_symint(_shape, x.options().dtype(_dtype));
+  return opgen::new_output(_shape, x.options().dtype(_dtype));
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
