@@ -19,6 +19,7 @@
 #include <torch/library.h>
 
 #include <initializer_list>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -130,6 +131,44 @@ inline void check_broadcasts_to(const at::Tensor& t, c10::SymIntArrayRef shape, 
   }
   TORCH_CHECK(ok, op, "(): argument '", arg, "' has shape ", shape_string(sizes),
               ", which does not broadcast to the output shape ", shape_string(shape), " (shape rule: ", rule, ")");
+}
+
+// Integer arithmetic in shape rules and checks ('/' is Python's floor division): int64 overflow
+// and division by zero raise ValueError naming the op, where plain C++ would be undefined
+// behaviour or a SIGFPE.
+inline int64_t int_arith(char operation, int64_t a, int64_t b, const char* op) {
+  int64_t r = 0;
+  bool overflow = false;
+  switch (operation) {
+    case '+': overflow = __builtin_add_overflow(a, b, &r); break;
+    case '-': overflow = __builtin_sub_overflow(a, b, &r); break;
+    case '*': overflow = __builtin_mul_overflow(a, b, &r); break;
+    default:
+      TORCH_CHECK_VALUE(b != 0, op, "(): division by zero in a size expression (", a, " // 0)");
+      overflow = a == std::numeric_limits<int64_t>::min() && b == -1;
+      if (!overflow) {
+        r = a / b;
+        if (a % b != 0 && ((a < 0) != (b < 0))) --r;
+      }
+  }
+  TORCH_CHECK_VALUE(!overflow, op, "(): a size expression overflows int64 (", a, " ", operation == '/' ? "//" : std::string(1, operation), " ", b, ")");
+  return r;
+}
+
+inline c10::SymInt size_arith(char operation, const c10::SymInt& a, const c10::SymInt& b, const char* op) {
+  if (auto ia = a.maybe_as_int()) {
+    if (auto ib = b.maybe_as_int()) {
+      return c10::SymInt(int_arith(operation, *ia, *ib, op));
+    }
+  }
+  switch (operation) {  // symbolic (torch.compile): the shape environment does the arithmetic
+    case '+': return a + b;
+    case '-': return a - b;
+    case '*': return a * b;
+    default:
+      TORCH_SYM_CHECK(b.sym_ne(0), op, "(): division by zero in a size expression");
+      return a / b;
+  }
 }
 
 inline void check_sizes(c10::SymIntArrayRef shape, const char* op, const char* rule) {

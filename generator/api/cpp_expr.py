@@ -145,13 +145,11 @@ def symbolic(e: E.Expr, scope: E.Scope) -> str:
             return f"(~{_as_symbool(e.operand, scope)})"
         return f"(-{symbolic(e.operand, scope)})"
     if isinstance(e, E.Binary):
-        if e.op == "//":
-            return f"({symbolic(e.lhs, scope)} / {symbolic(e.rhs, scope)})"
         if e.op == "/":
             raise TypeError("true division of sizes")
         if e.op == "**":
             raise TypeError("power of sizes")
-        return f"({_as_symint(e.lhs, scope)} {e.op} {_as_symint(e.rhs, scope)})"
+        return f"opgen::size_arith('{_ARITH_CODE[e.op]}', {_as_symint(e.lhs, scope)}, {_as_symint(e.rhs, scope)}, _op)"
     if isinstance(e, E.Compare):
         lk = E.typecheck(e.lhs, scope)
         rk = E.typecheck(e.rhs, scope)
@@ -171,6 +169,11 @@ def symbolic(e: E.Expr, scope: E.Scope) -> str:
     raise TypeError(f"unsupported check expression {e!r}")
 
 
+# Integer arithmetic of sizes and int attributes goes through checked helpers (opgen_runtime.h):
+# int64 overflow and division by zero raise errors naming the op instead of undefined behaviour.
+_ARITH_CODE = {"+": "+", "-": "-", "*": "*", "//": "/"}
+
+
 def _has_sizes(e: E.Expr) -> bool:
     return any(isinstance(n, E.Method) for n in E.walk(e))
 
@@ -184,10 +187,7 @@ def _int_uniform(e: E.Expr, scope: E.Scope) -> str:
     if isinstance(e, E.Unary):
         return f"(-{_int_uniform(e.operand, scope)})"
     if isinstance(e, E.Binary):
-        op = "/" if e.op == "//" else e.op
-        if op == "/" and e.op == "//":
-            return f"c10::div_floor_integer({_int_uniform(e.lhs, scope)}, {_int_uniform(e.rhs, scope)})"
-        return f"({_int_uniform(e.lhs, scope)} {op} {_int_uniform(e.rhs, scope)})"
+        return f"opgen::int_arith('{_ARITH_CODE[e.op]}', {_int_uniform(e.lhs, scope)}, {_int_uniform(e.rhs, scope)}, _op)"
     if isinstance(e, E.Method):
         return f"{e.obj.id}.dim()"
     raise TypeError(f"unsupported integer expression {e!r}")

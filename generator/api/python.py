@@ -72,6 +72,21 @@ def reference(e: E.Expr, scope: E.Scope) -> str:
     return _Reference(scope).print(e)
 
 
+def size(e: E.Expr) -> str:
+    """A size expression of a shape rule as Python over the (reference's) tensors: ints, `//`."""
+    if isinstance(e, E.Num):
+        return repr(int(e.value))
+    if isinstance(e, E.Name):
+        return e.id
+    if isinstance(e, E.Unary):
+        return f"(-{size(e.operand)})"
+    if isinstance(e, E.Binary):
+        return f"({size(e.lhs)} {e.op} {size(e.rhs)})"
+    if isinstance(e, E.Method):
+        return f"{e.obj.id}.{e.method}({', '.join(size(a) for a in e.args)})"
+    raise TypeError(e)
+
+
 class _Reference:
     def __init__(self, scope: E.Scope) -> None:
         self.scope = scope

@@ -67,6 +67,9 @@ def emit_op(op: OpSpec, lib: Library) -> list[GeneratedFile]:
     wrapper = render("python/_ops/op.py.j2", op=op, ns=lib.namespace, params=wrapper_parameters(op),
                      call=python.call_arguments(op.schema.arguments), docstring=docstring(op))
     expression = op.reference if op.reference is not None else python.reference(op.kernel.expr, kernel_scope(op))
+    if op.reference is None and op.shape.kind == "explicit":  # the rule's shape may exceed the inputs' broadcast
+        sizes = "".join(f"{python.size(e)}, " for e in op.shape.sizes)
+        expression = f"torch.broadcast_to(torch.as_tensor({expression}, dtype=torch.float64), ({sizes}))"
     ref = render("python/_references/op.py.j2", op=op, params=params.replace(": Tensor", ": torch.Tensor"), expression=expression)
     return [
         GeneratedFile(f"{base}/_ops/{op.name}.py", wrapper, op.path),

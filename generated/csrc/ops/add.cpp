@@ -85,7 +85,10 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), alpha);
     return;
   }
+  // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
+  // the inputs' broadcast (an explicit rule); the inputs broadcast to it.
   auto _iter = at::TensorIteratorConfig()
+                  .resize_outputs(false)
                   .add_output(_out)
                   .add_const_input(a)
                   .add_const_input(b)

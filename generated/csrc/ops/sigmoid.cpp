@@ -79,7 +79,10 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr());
     return;
   }
+  // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
+  // the inputs' broadcast (an explicit rule); the inputs broadcast to it.
   auto _iter = at::TensorIteratorConfig()
+                  .resize_outputs(false)
                   .add_output(_out)
                   .add_const_input(x)
                   .promote_inputs_to_common_dtype(true)

@@ -14,4 +14,4 @@ def _t(value: float) -> torch.Tensor:
 
 
 def reference(x: torch.Tensor, scale: torch.Tensor, *, offset: Union[int, float, bool] = 0, power: int = 1):  # noqa: ARG001
-    return ((x + offset) * (scale ** power))
+    return torch.broadcast_to(torch.as_tensor(((x + offset) * (scale ** power)), dtype=torch.float64), (x.size(0), x.size(1), ))
