@@ -169,9 +169,10 @@ def _sources(config: ProjectConfig, cuda: bool = False) -> list[str]:
     manifest = config.output_dir / MANIFEST
     if not manifest.is_file():
         raise OpgenError(f"{config.output}/{MANIFEST} not found; run `opgen generate` first")
-    files = json.loads(manifest.read_text(encoding="utf-8"))["files"]
-    suffixes = (".cpp", ".cu") if cuda else (".cpp",)
-    return sorted(f for f in files if f.startswith("csrc/") and f.endswith(suffixes))
+    data = json.loads(manifest.read_text(encoding="utf-8"))
+    suffixes = (".cpp", ".cc", ".cu") if cuda else (".cpp", ".cc")
+    generated = sorted(f for f in data["files"] if f.startswith("csrc/") and f.endswith(suffixes))
+    return generated + [f for f in data.get("sources", []) if f.endswith(suffixes)]
 
 
 def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None, cuda: bool = False) -> Path:
@@ -186,7 +187,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     san = [f"-fsanitize={sanitize}", "-fno-sanitize=vptr", "-fno-omit-frame-pointer"] if sanitize else []
     # -fopenmp: at::parallel_for is inline; without it the flat contiguous loops run on one thread
     common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-fopenmp", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi", "-Wno-maybe-uninitialized",
-              "-Werror", *opt, *san, *torch_cflags, *(["-DOPGEN_WITH_CUDA"] if cuda else [])]
+              "-Werror", *opt, *san, *torch_cflags, *(["-DOPGEN_WITH_CUDA"] if cuda else []), f"-I{csrc}"]
     caps = capabilities()
     have_avx2 = ["-DOPGEN_HAVE_AVX2"] if "AVX2" in caps else []
 
@@ -208,7 +209,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     n.rule("link", "$cxx_plain -shared $in -o $out $ldflags", description="LINK $out")
     if cuda:
         n.variable("nvcc", shlex.quote(_nvcc()))
-        n.variable("nvcc_flags", " ".join(shlex.quote(c) for c in _nvcc_flags(torch_cflags, opt)))
+        n.variable("nvcc_flags", " ".join(shlex.quote(c) for c in _nvcc_flags(torch_cflags, opt) + [f"-I{csrc}"]))
         n.rule("nvcc", "$nvcc $nvcc_flags -MD -MF $out.d -c $in -o $out", depfile="$out.d", deps="gcc",
                description="NVCC $label")
 
@@ -229,17 +230,19 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
 
     objects: list[str] = []
     for src in _sources(config, cuda):
+        # generated files are named relative to the output folder, hand-written kernels relative to the project
+        path = csrc.parent / src if src.startswith("csrc/") else (config.root / src).resolve()
         if src.endswith(".cu"):
             obj = str(build / "obj" / "cuda" / (src + ".o"))
-            n.build(obj, "nvcc", str(csrc.parent / src), variables={"label": src})
+            n.build(obj, "nvcc", str(path), variables={"label": src})
             objects.append(obj)
             continue
-        kind = src.split("/")[1] if src.count("/") >= 2 else "library"
+        kind = src.split("/")[1] if src.startswith("csrc/") and src.count("/") >= 2 else "library"
         header_name = "opgen_autograd.h" if kind == "autograd" else "opgen_pch.h"
         for cap in caps if kind == "kernels" else ["DEFAULT"]:
             header, gch = precompiled(cap, header_name)
             obj = str(build / "obj" / cap / (src + ".o"))
-            n.build(obj, "cxx", str(csrc.parent / src), implicit=[gch],
+            n.build(obj, "cxx", str(path), implicit=[gch],
                     variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap, "pch_header": header,
                                "label": src})
             objects.append(obj)

@@ -34,6 +34,10 @@ def cmd_generate(args, config: ProjectConfig) -> int:
     for label, paths in (("wrote", changes.added + changes.changed), ("removed", changes.removed)):
         for p in sorted(paths):
             print(f"{label} {config.output}/{p}")
+    from .dest import stubs
+
+    for path in stubs.write_missing(config.root, lib):
+        print(f"wrote {path} (a stub of a hand-written kernel: implement it; opgen never overwrites it)")
     print(f"opgen: {len(lib.ops)} ops, {len(changes.added) + len(changes.changed)} files written, "
           f"{len(changes.removed)} removed, {len(files) - len(changes.added) - len(changes.changed)} unchanged")
     return EXIT_OK
@@ -45,8 +49,15 @@ def cmd_check(args, config: ProjectConfig) -> int:
     if interrupted(config.output_dir):
         print(f"opgen check: {config.output}/ holds a run that was killed halfway; run `opgen generate`", file=sys.stderr)
         return EXIT_DIFF
-    _, files = _load(config)
+    lib, files = _load(config)
     changes, text = diff(config.output_dir, files, config.output)
+    from .dest import stubs
+
+    missing = stubs.missing(config.root, lib)
+    for path in missing:
+        print(f"opgen check: missing hand-written kernel {path}; run `opgen generate` to write a stub", file=sys.stderr)
+    if missing and not changes:
+        return EXIT_DIFF
     if not changes:
         print(f"opgen check: {config.output}/ is up to date ({len(files)} files)")
         return EXIT_OK

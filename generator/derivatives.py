@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from . import expr as E
-from .model import OpSpec
+from .model import OpSpec, ReduceKernel
 
 ZERO, ONE = E.Num(0), E.Num(1)
 
@@ -200,5 +200,26 @@ def gradient_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
     if op.gradient is None:
         return ()
     if op.gradient.auto:
-        return derived_formulas(op)
+        return reduction_formulas(op) if op.is_reduction else derived_formulas(op)
     return op.gradient.formulas
+
+
+def reduction_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
+    """The derived gradient of a reduction, in terms of `grad` and `result` broadcast back over the
+    reduced dims. With indices, `grad` goes to the chosen elements (the emitter routes it)."""
+    k = op.kernel
+    assert isinstance(k, ReduceKernel)
+    x = op.shape.tensors[0]
+    grad = E.Name("grad")
+    if op.has_indices:
+        return ((x, grad),)
+    d = derivative(k.map, x)
+    if k.combine == "sum":
+        f = mul(grad, d)
+    elif k.combine == "mean":
+        f = div(mul(grad, d), E.Name("count"))
+    elif k.combine == "logsumexp":
+        f = mul(mul(grad, d), call("exp", sub(k.map, E.Name("result"))))
+    else:
+        raise ValueError(f"{op.name}: no derived gradient for combine '{k.combine}'")
+    return () if _is(d, 0) else ((x, f),)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 
 from .library import Library
-from .dest import autograd_cpp, docs, kernel_cpu, kernel_cuda, op_cpp, python_api, runtime, tests
+from .dest import autograd_cpp, autograd_custom, autograd_reduction, docs, kernel_cpu, kernel_cuda, op_cpp, python_api, runtime, tests
+from .dest import custom
 from .dest.files import GeneratedFile
 
 MANIFEST = "opgen-manifest.json"
@@ -20,9 +21,12 @@ def generate_files(lib: Library) -> dict[str, str]:
     files.append(tests.emit_conftest(lib))
     for op in lib.ops:
         files.append(op_cpp.emit(op, lib))
-        files.append(kernel_cpu.emit(op, lib))
-        files.append(kernel_cuda.emit(op, lib))
-        autograd = autograd_cpp.emit(op, lib)
+        if op.is_custom:
+            files.append(op_cpp.emit_kernel_header(op, lib))
+        else:
+            files.append(kernel_cpu.emit(op, lib))
+            files.append(kernel_cuda.emit(op, lib))
+        autograd = (autograd_reduction if op.is_reduction else autograd_custom if op.is_custom else autograd_cpp).emit(op, lib)
         if autograd is not None:
             files.append(autograd)
         files += python_api.emit_op(op, lib)
@@ -35,6 +39,7 @@ def generate_files(lib: Library) -> dict[str, str]:
         "note": "Files opgen generated here; `opgen generate` replaces or deletes only these.",
         "namespace": lib.namespace,
         "ops": [op.name for op in lib.ops],
+        "sources": sorted(f.file for op in lib.ops if op.is_custom for f in custom.custom(op).files),
         "files": sorted(out),
     }
     out[MANIFEST] = json.dumps(manifest, indent=2, sort_keys=True) + "\n"

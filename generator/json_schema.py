@@ -7,7 +7,7 @@ from typing import Any
 
 from .dtypes import DTYPES, GROUPS
 from .functions import FUNCTIONS
-from .model import KERNEL_KEYS, TEST_KEYS, TOP_KEYS
+from .model import COMBINES, KERNEL_KEYS, REDUCE_KEYS, TEST_KEYS, TOP_KEYS
 
 SCHEMA_ID = "https://opgen.dev/schemas/spec-v1.json"
 
@@ -22,12 +22,22 @@ def spec_schema() -> dict[str, Any]:
         "doc": {"type": "string", "description": "One paragraph: the C++ comment, Python docstring and reference page."},
         "dtypes": {"type": "array", "minItems": 1, "items": {"enum": sorted(DTYPES) + sorted(GROUPS)},
                    "description": "Accepted dtypes and groups."},
-        "shape": {"description": "same(x), broadcast(a, b, ...) or a list of size expressions.",
-                  "oneOf": [{"type": "string", "pattern": r"^\s*(same|broadcast)\s*\("},
+        "shape": {"description": "same(x), broadcast(a, b, ...), reduce(x, dim, keepdim) or a list of size expressions.",
+                  "oneOf": [{"type": "string", "pattern": r"^\s*(same|broadcast|reduce)\s*\("},
                             {"type": "array", "items": {"type": "string"}}]},
         "checks": {"type": "array", "items": {"type": "string"}, "description": "Conditions checked on every call."},
         "kernel": {"type": "object", "additionalProperties": False, "minProperties": 1,
-                   "properties": {"pointwise": expression}},
+                   "properties": {
+                       "pointwise": expression,
+                       "reduce": {"type": "object", "additionalProperties": False, "required": ["map", "combine"],
+                                  "description": "map each element, fold with combine, finish with post.",
+                                  "properties": {
+                                      "map": expression,
+                                      "combine": {"type": "string", "description": ", ".join(COMBINES)
+                                                  + ", or an expression of the accumulators a and b (with an identity)."},
+                                      "identity": {"type": ["number", "string"], "description": "A custom combine's neutral value (inf, -inf allowed)."},
+                                      "post": expression}},
+                   }},
         "gradient": {"description": "'auto' or a formula per differentiable tensor input.",
                      "oneOf": [{"const": "auto"}, {"type": "object", "additionalProperties": expression}]},
         "reference": {"type": "string", "description": "A torch expression used by tests as the oracle."},
@@ -40,6 +50,7 @@ def spec_schema() -> dict[str, Any]:
     assert set(properties) == set(TOP_KEYS), "JSON Schema and model disagree on top-level keys"
     assert set(properties["kernel"]["properties"]) == set(KERNEL_KEYS)
     assert set(properties["test"]["properties"]) == set(TEST_KEYS)
+    assert set(properties["kernel"]["properties"]["reduce"]["properties"]) == set(REDUCE_KEYS)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": SCHEMA_ID,

@@ -15,11 +15,18 @@ from typing import Any, Union
 from . import expr as E
 from .dtypes import ALIASES, DTYPES, GROUPS, DType, canonical_order
 from .errors import SpecError, did_you_mean
-from .schema import Argument, FunctionSchema, SchemaError
+from .tensor_expr import Formula, FormulaError, parse_formula
+from .schema import Argument, FunctionSchema, SchemaError, Type
 from .yaml_source import SpecSource
 
 TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "kernel", "gradient", "reference", "test")
-KERNEL_KEYS = ("pointwise",)
+KERNEL_KEYS = ("pointwise", "reduce", "cpu", "cuda")
+CUSTOM_KERNEL_SUFFIXES = {"cpu": (".cpp", ".cc"), "cuda": (".cu",)}
+REDUCE_KEYS = ("map", "combine", "identity", "post")
+# Built-in combines of a reduction: its identity (None: the reduction of nothing is an error)
+# and whether it can return the index of the element it picked.
+COMBINES = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": None, "min": None, "logsumexp": -math.inf}
+INDEXED_COMBINES = ("max", "min")
 TEST_KEYS = ("ranges", "shapes")
 MAX_DOC_CHARS = 4000
 
@@ -29,13 +36,17 @@ MAX_DOC_CHARS = 4000
 
 @dataclass(frozen=True)
 class ShapeRule:
-    kind: str  # 'same' | 'broadcast' | 'explicit'
-    tensors: tuple[str, ...] = ()  # for same / broadcast
+    kind: str  # 'same' | 'broadcast' | 'explicit' | 'reduce'
+    tensors: tuple[str, ...] = ()  # for same / broadcast / reduce
     sizes: tuple[E.Expr, ...] = ()  # for explicit
+    dim: str | None = None  # reduce: the int or int[] attribute naming the reduced dims
+    keepdim: str | None = None  # reduce: the bool attribute; None means the dims are dropped
 
     def __str__(self) -> str:
         if self.kind == "explicit":
             return "[" + ", ".join(E.unparse(s) for s in self.sizes) + "]"
+        if self.kind == "reduce":
+            return f"reduce({', '.join(n for n in (*self.tensors, self.dim, self.keepdim) if n)})"
         return f"{self.kind}({', '.join(self.tensors)})"
 
 
@@ -57,13 +68,61 @@ class PointwiseKernel:
         return E.unparse(self.expr)
 
 
-Kernel = Union[PointwiseKernel]
+@dataclass(frozen=True)
+class ReduceKernel:
+    """``map`` each element of the reduced input, fold with ``combine``, finish with ``post``."""
+
+    map: E.Expr
+    combine: str  # a COMBINES name, or 'custom'
+    combine_expr: E.Expr | None = None  # custom: an expression of the accumulators a and b
+    identity: float | None = None  # custom: the value of the reduction over no elements
+    post: E.Expr | None = None  # an expression of `acc` (the combined value) and attributes
+
+    @property
+    def text(self) -> str:
+        return E.unparse(self.map)
+
+    @property
+    def combine_text(self) -> str:
+        return E.unparse(self.combine_expr) if self.combine_expr is not None else self.combine
+
+    @property
+    def has_identity(self) -> bool:
+        return self.identity is not None if self.combine == "custom" else COMBINES[self.combine] is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"map": E.unparse(self.map), "combine": self.combine_text}
+        if self.combine == "custom" and self.identity is not None:
+            d["identity"] = _format_float(self.identity)
+        if self.post is not None:
+            d["post"] = E.unparse(self.post)
+        return d
+
+
+@dataclass(frozen=True)
+class CustomKernel:
+    """Hand-written kernel bodies, paths relative to the spec's folder; everything else is generated."""
+
+    cpu: str
+    cuda: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "hand-written: " + ", ".join(f"{k} {v}" for k, v in self.files().items())
+
+    def files(self) -> dict[str, str]:
+        return {k: v for k, v in (("cpu", self.cpu), ("cuda", self.cuda)) if v is not None}
+
+
+Kernel = Union[PointwiseKernel, ReduceKernel, CustomKernel]
 
 
 @dataclass(frozen=True)
 class Gradient:
     auto: bool
     formulas: tuple[tuple[str, E.Expr], ...] = ()  # (input, formula), in signature order
+    tensor_formulas: tuple[tuple[str, Formula], ...] = ()  # hand-written ops: whole-tensor ATen formulas
+    kernel: CustomKernel | None = None  # hand-written ops: a hand-written backward kernel
 
     def formula(self, name: str) -> E.Expr | None:
         return dict(self.formulas).get(name)
@@ -103,6 +162,23 @@ class OpSpec:
     def attributes(self) -> tuple[Argument, ...]:
         return self.schema.attributes
 
+    @property
+    def is_pointwise(self) -> bool:
+        return isinstance(self.kernel, PointwiseKernel)
+
+    @property
+    def is_reduction(self) -> bool:
+        return isinstance(self.kernel, ReduceKernel)
+
+    @property
+    def is_custom(self) -> bool:
+        return isinstance(self.kernel, CustomKernel)
+
+    @property
+    def has_indices(self) -> bool:
+        """A max/min reduction that also returns where it found each value."""
+        return len(self.schema.returns) == 2 and self.is_reduction
+
     @staticmethod
     def parse(source: SpecSource) -> "OpSpec":
         return _SpecParser(source).parse()
@@ -116,9 +192,20 @@ class OpSpec:
         d["shape"] = str(self.shape)
         if self.checks:
             d["checks"] = [c.text for c in self.checks]
-        d["kernel"] = {"pointwise": self.kernel.text}
+        if isinstance(self.kernel, ReduceKernel):
+            d["kernel"] = {"reduce": self.kernel.to_dict()}
+        elif isinstance(self.kernel, CustomKernel):
+            d["kernel"] = self.kernel.files()
+        else:
+            d["kernel"] = {"pointwise": self.kernel.text}
         if self.gradient is not None:
-            d["gradient"] = "auto" if self.gradient.auto else {n: E.unparse(f) for n, f in self.gradient.formulas}
+            g = self.gradient
+            if g.kernel is not None:
+                d["gradient"] = {"kernel": g.kernel.files()}
+            elif g.tensor_formulas:
+                d["gradient"] = {n: f.text for n, f in g.tensor_formulas}
+            else:
+                d["gradient"] = "auto" if g.auto else {n: E.unparse(f) for n, f in g.formulas}
         if self.reference is not None:
             d["reference"] = self.reference
         if self.test.ranges or self.test.shapes:
@@ -131,6 +218,21 @@ class OpSpec:
 
 
 # ---- parsing --------------------------------------------------------------------------------
+
+
+TENSOR_KIND = "tensor"
+
+
+def _formula_kind(a: Argument) -> str | None:
+    """How a whole-tensor formula sees an attribute (None: it can't use it)."""
+    if a.type.is_list or a.type.optional:
+        return None
+    return {"float": "number", "Scalar": "number", "int": "int", "SymInt": None, "bool": "bool", "str": None}[a.type.base]
+
+
+def reduction_derivable(kernel: ReduceKernel, indexed: bool) -> bool:
+    """Whether ``gradient: auto`` can derive this reduction's gradient."""
+    return indexed or (kernel.post is None and kernel.combine in ("sum", "mean", "logsumexp"))
 
 
 def attribute_kind(a: Argument) -> str:
@@ -162,7 +264,8 @@ class _SpecParser:
         shape = self.shape()
         checks = self.checks()
         kernel = self.kernel(dtypes, shape)
-        gradient = self.gradient()
+        self._kernel = kernel
+        gradient = self.gradient(kernel)
         reference = self.reference()
         test = self.test()
         return OpSpec(schema.name, self.src.path, schema, doc, dtypes, shape, checks, kernel, gradient, reference, test)
@@ -239,7 +342,7 @@ class _SpecParser:
         return canonical_order(names)
 
     def scope(self, *, elementwise: bool, what: str, extra: dict[str, str] | None = None) -> E.Scope:
-        names = {a.name: E.TENSOR for a in self.schema.tensor_inputs}
+        names = {a.name: "unusable" if a.type.optional or a.type.is_list else E.TENSOR for a in self.schema.tensor_inputs}
         names.update({a.name: attribute_kind(a) for a in self.schema.attributes})
         names.update(extra or {})
         return E.Scope(names, elementwise, what)
@@ -273,12 +376,14 @@ class _SpecParser:
             e = E.parse_expr(value)
         except E.ExprError as ex:
             raise SpecError(self.src.inner_location(path, ex.col), ex.message) from None
-        if not isinstance(e, E.Call) or e.fn not in ("same", "broadcast"):
+        if not isinstance(e, E.Call) or e.fn not in ("same", "broadcast", "reduce"):
             col = e.col if isinstance(e, E.Call) else 0
             fn = e.fn if isinstance(e, E.Call) else value
-            hint = did_you_mean(fn, ("same", "broadcast"))
+            hint = did_you_mean(fn, ("same", "broadcast", "reduce"))
             raise SpecError(self.src.inner_location(path, col),
-                            f"unknown shape rule '{value}'; use same(x), broadcast(a, b, ...) or [size, ...]{hint}")
+                            f"unknown shape rule '{value}'; use same(x), broadcast(a, b, ...), reduce(x, dim, keepdim) or [size, ...]{hint}")
+        if e.fn == "reduce":
+            return self.reduce_shape(path, e, tensors)
         if not e.args:
             raise SpecError(self.src.inner_location(path, e.col), f"{e.fn}() needs at least one tensor argument")
         if e.fn == "same" and len(e.args) != 1:
@@ -293,6 +398,26 @@ class _SpecParser:
                 raise SpecError(self.src.inner_location(path, a.col), f"'{a.id}' is listed twice")
             names.append(a.id)
         return ShapeRule(e.fn, tuple(names))
+
+    def reduce_shape(self, path: tuple, e: E.Call, tensors: list[str]) -> ShapeRule:
+        usage = "reduce(x, dim) or reduce(x, dim, keepdim): a tensor input, an int or int[] attribute, a bool attribute"
+        if not 2 <= len(e.args) <= 3 or not all(isinstance(a, E.Name) for a in e.args):
+            raise SpecError(self.src.inner_location(path, e.col), f"use {usage}")
+        x, dim, *keep = (a.id for a in e.args)  # type: ignore[union-attr]
+        if x not in tensors:
+            raise SpecError(self.src.inner_location(path, e.args[0].col),
+                            f"reduce() reduces a tensor input; tensor inputs are: {', '.join(tensors) or 'none'}{did_you_mean(x, tuple(tensors))}")
+        arg = self.schema.argument(dim)
+        if arg is None or arg.type.base != "int" or arg.type.optional:
+            raise SpecError(self.src.inner_location(path, e.args[1].col),
+                            f"'{dim}' must be an 'int' or 'int[]' argument of the signature, e.g. 'int[1] dim'")
+        keepdim = keep[0] if keep else None
+        if keepdim is not None:
+            arg = self.schema.argument(keepdim)
+            if arg is None or arg.type != Type("bool"):
+                raise SpecError(self.src.inner_location(path, e.args[2].col),
+                                f"'{keepdim}' must be a 'bool' argument of the signature, e.g. 'bool keepdim=False'")
+        return ShapeRule("reduce", (x,), dim=dim, keepdim=keepdim)
 
     def explicit_shape(self, path: tuple, value: Any) -> ShapeRule:
         scope = self.scope(elementwise=False, what="shape rule")
@@ -329,6 +454,12 @@ class _SpecParser:
         if not isinstance(value, dict) or not value:
             raise self.err(path, "'kernel' must be a mapping such as {pointwise: a + b}")
         self.check_keys(path, value, KERNEL_KEYS)
+        if len(value) != 1 and set(value) != {"cpu", "cuda"}:
+            raise self.err(path, f"give one kernel kind: pointwise, reduce, or hand-written files (cpu, and optionally cuda)")
+        if "cpu" in value or "cuda" in value:
+            return self.custom_kernel(path, value, shape)
+        if "reduce" in value or shape.kind == "reduce":
+            return self.reduce_kernel(path, value, dtypes, shape)
         if len(self.schema.returns) != 1:
             raise self.err(("signature",), "a pointwise kernel returns exactly one Tensor")
         for a in self.schema.arguments:
@@ -347,17 +478,146 @@ class _SpecParser:
             raise self.err(path + ("pointwise",), "the kernel expression must use at least one tensor input")
         return PointwiseKernel(e)
 
-    def gradient(self) -> Gradient | None:
+    def custom_files(self, path: tuple, value: dict) -> CustomKernel:
+        if "cpu" not in value:
+            raise self.err(path, "a hand-written kernel needs at least its CPU file: {cpu: <op>.cpu.cpp}")
+        files = {}
+        for device in ("cpu", "cuda"):
+            if device not in value:
+                continue
+            name = value[device]
+            p = path + (device,)
+            if not isinstance(name, str) or not name.strip():
+                raise self.err(p, f"'{device}' names a file next to the spec, e.g. {self.schema.name}.{device}{CUSTOM_KERNEL_SUFFIXES[device][0]}")
+            rel = PurePosixPath(name)
+            if rel.is_absolute() or ".." in rel.parts or "\\" in name or any(c in name for c in "\n\r\t\0\"'"):
+                raise self.err(p, "a kernel file is a path relative to the spec's folder, inside it (no '..', no absolute paths)")
+            if rel.suffix not in CUSTOM_KERNEL_SUFFIXES[device]:
+                raise self.err(p, f"a {device} kernel file ends in {' or '.join(CUSTOM_KERNEL_SUFFIXES[device])}")
+            files[device] = rel.as_posix()
+        if files.get("cuda") == files["cpu"]:
+            raise self.err(path + ("cuda",), "the CUDA kernel needs its own file")
+        return CustomKernel(files["cpu"], files.get("cuda"))
+
+    def custom_kernel(self, path: tuple, value: dict, shape: ShapeRule) -> CustomKernel:
+        kernel = self.custom_files(path, value)
+        if shape.kind == "reduce":
+            raise self.err(("shape",), "reduce(...) is the shape of reduction kernels; give a hand-written kernel's shape as same(x), broadcast(a, b) or [sizes]")
+        if len(self.schema.returns) != 1 or self.schema.returns[0].type != Type("Tensor"):
+            raise self.err(("signature",), "a hand-written kernel returns one 'Tensor'")
+        plain = [a.name for a in self.schema.tensor_inputs if not (a.type.optional or a.type.is_list)]
+        lists = [a.name for a in self.schema.tensor_inputs if a.type.is_list]
+        same_list = shape.kind == "same" and shape.tensors[0] in lists
+        if not plain and not same_list:
+            raise self.err(("signature",), "a hand-written op needs a plain 'Tensor' input, or same(xs) over its 'Tensor[]', "
+                                           "for its output's device and dtype")
+        for a in self.schema.tensor_inputs:
+            if a.type.alias:
+                raise SpecError(self.src.inner_location(("signature",), a.col), f"'{a.type} {a.name}': in-place arguments are not supported")
+        for t in shape.tensors:
+            if t not in plain and not same_list:
+                raise self.err(("shape",), f"the shape rule can use plain 'Tensor' inputs, or same(xs) of a 'Tensor[]'; '{t}' is optional or a list")
+        if "reference" not in self.d:
+            raise self.err(path, "a hand-written kernel needs a 'reference': the torch expression the tests compare it with", key=False)
+        return kernel
+
+    def reduce_kernel(self, path: tuple, value: dict, dtypes: tuple[DType, ...], shape: ShapeRule) -> ReduceKernel:
+        if "reduce" not in value:
+            raise self.err(path, "a reduce(...) shape rule needs a reduction kernel: kernel: {reduce: {map: x, combine: sum}}")
+        if shape.kind != "reduce":
+            raise self.err(("shape",), "a reduction kernel needs the shape rule reduce(x, dim, keepdim)")
+        path = path + ("reduce",)
+        spec = value["reduce"]
+        if not isinstance(spec, dict):
+            raise self.err(path, "'reduce' is a mapping such as {map: x * x, combine: sum, post: sqrt(acc)}")
+        self.check_keys(path, spec, REDUCE_KEYS)
+        for required in ("map", "combine"):
+            if required not in spec:
+                raise self.err(path, f"missing required key '{required}' (e.g. {{map: x * x, combine: sum}})")
+        (x,) = shape.tensors
+        for a in self.schema.tensor_inputs:
+            if a.name != x:
+                raise SpecError(self.src.inner_location(("signature",), a.col),
+                                f"a reduction reads one tensor input ('{x}'); '{a.name}' is not supported")
+        if self.schema.arguments[0].name != x or any(a.type.optional or a.type.is_list or a.type.alias for a in self.schema.tensor_inputs):
+            raise self.err(("signature",), f"a reduction's first argument is the plain 'Tensor {x}' it reduces")
+        for d in dtypes:
+            if not d.floating:
+                raise self.err(("dtypes",), f"reductions accumulate in floating point; '{d.name}' is not supported (use floating dtypes)")
+        scope = self.scope(elementwise=True, what="map expression")
+        e, kind = self.expression(path + ("map",), scope)
+        if kind != E.ELEM:
+            raise self.err(path + ("map",), f"the map must compute a number from '{x}', e.g. x * x")
+        combine, combine_expr, identity = self.combine(path, spec)
+        post = None
+        if "post" in spec:
+            post_scope = self.scope(elementwise=True, what="post expression", extra={"acc": E.TENSOR})
+            post_scope.names.pop(x)
+            post, kind = self.expression(path + ("post",), post_scope)
+            if kind != E.ELEM or "acc" not in E.names_in(post):
+                raise self.err(path + ("post",), "the post expression finishes the combined value 'acc', e.g. sqrt(acc)")
+        returns = self.schema.returns
+        indexed = len(returns) == 2
+        if len(returns) not in (1, 2) or any(r.type != Type("Tensor") for r in returns):
+            raise self.err(("signature",), "a reduction returns 'Tensor', or '(Tensor values, Tensor indices)' for max and min")
+        if indexed:
+            if combine not in INDEXED_COMBINES:
+                raise self.err(path + ("combine",), f"only {' and '.join(INDEXED_COMBINES)} return indices; '{combine}' returns one Tensor")
+            if post is not None:
+                raise self.err(path + ("post",), "a reduction that returns indices can't have a post expression")
+            dim = self.schema.argument(shape.dim or "")
+            if dim is None or dim.type != Type("int"):
+                raise self.err(("shape",), f"a reduction that returns indices reduces one dimension: declare '{shape.dim}' as 'int'")
+        return ReduceKernel(e, combine, combine_expr, identity, post)
+
+    def combine(self, path: tuple, spec: dict) -> tuple[str, E.Expr | None, float | None]:
+        value = spec["combine"]
+        if not isinstance(value, str):
+            raise self.err(path + ("combine",), f"'combine' is one of {', '.join(COMBINES)} or an expression of a and b such as maximum(a, b)")
+        if value in COMBINES:
+            if "identity" in spec:
+                raise self.err(path + ("identity",), f"'{value}' has a built-in identity; 'identity' is for a custom combine", key=True)
+            return value, None, None
+        if value.isidentifier():
+            raise self.err(path + ("combine",), f"unknown combine '{value}'; use one of {', '.join(COMBINES)} or an expression of a and b"
+                                                f"{did_you_mean(value, tuple(COMBINES))}")
+        scope = E.Scope({"a": E.TENSOR, "b": E.TENSOR}, True, "combine expression")
+        e, kind = self.expression(path + ("combine",), scope)
+        if kind != E.ELEM or E.names_in(e) != {"a", "b"}:
+            raise self.err(path + ("combine",), "a custom combine folds two accumulators 'a' and 'b' into one, e.g. maximum(a, b)")
+        identity = None
+        if "identity" in spec:
+            v = spec["identity"]
+            if isinstance(v, str) and v.strip() in ("inf", "-inf"):
+                v = float(v)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+                raise self.err(path + ("identity",), "'identity' is a number (or inf, -inf): the combine's neutral value")
+            identity = float(v)
+        return "custom", e, identity
+
+    def gradient(self, kernel: Kernel) -> Gradient | None:
         if "gradient" not in self.d:
             return None
         path = ("gradient",)
         value = self.d["gradient"]
+        reduction = isinstance(kernel, ReduceKernel)
+        if isinstance(kernel, CustomKernel):
+            return self.custom_gradient(path, value)
         if value == "auto":
+            if reduction and not reduction_derivable(kernel, len(self.schema.returns) == 2):
+                raise self.err(path, f"'auto' derives gradients of sum, mean and logsumexp without post, and of max/min with indices; "
+                                     f"write the formula for this reduction, e.g. {{{self.schema.arguments[0].name}: ...}} "
+                                     "(grad and result are broadcast back over the reduced dims)")
             return Gradient(auto=True)
+        if reduction and len(self.schema.returns) == 2:
+            raise self.err(path, "the gradient of a reduction with indices goes to the chosen elements: write 'gradient: auto'")
         tensors = tuple(a.name for a in self.schema.tensor_inputs)
         if not isinstance(value, dict) or not value:
             raise self.err(path, "'gradient' must be 'auto' or a mapping from tensor inputs to formulas, e.g. {a: grad * weight}")
-        scope = self.scope(elementwise=True, what="gradient formula", extra={"grad": E.TENSOR, "result": E.TENSOR})
+        extra = {"grad": E.TENSOR, "result": E.TENSOR}
+        if reduction:
+            extra["count"] = E.NUM  # the number of elements reduced into each output element
+        scope = self.scope(elementwise=True, what="gradient formula", extra=extra)
         formulas = {}
         for name in value:
             if name not in tensors:
@@ -367,6 +627,46 @@ class _SpecParser:
                 raise self.err(path + (name,), "a gradient formula must be a per-element expression, usually involving grad")
             formulas[name] = e
         return Gradient(False, tuple((n, formulas[n]) for n in tensors if n in formulas))
+
+    def custom_gradient(self, path: tuple, value: Any) -> Gradient:
+        differentiable = tuple(a.name for a in self.schema.tensor_inputs)
+        if not isinstance(value, dict) or not value:
+            raise self.err(path, "a hand-written op's gradient is {kernel: {cpu: <op>_backward.cpu.cpp}} or a whole-tensor formula "
+                                 "per input, e.g. {x: grad.mm(w)}; 'auto' needs a kernel expression")
+        if "kernel" in value:
+            if len(value) != 1:
+                other = next(k for k in value if k != "kernel")
+                raise self.err(path + (other,), "give either a backward kernel or formulas, not both", key=True)
+            spec = value["kernel"]
+            if not isinstance(spec, dict):
+                raise self.err(path + ("kernel",), "'kernel' names the backward's files: {cpu: <op>_backward.cpu.cpp}")
+            self.check_keys(path + ("kernel",), spec, ("cpu", "cuda"))
+            files = self.custom_files(path + ("kernel",), spec)
+            for a in self.schema.tensor_inputs:
+                if a.type.is_list:
+                    raise self.err(path + ("kernel",), f"a hand-written backward can't take the list '{a.name}'; give whole-tensor formulas instead")
+            if files.cpu in (getattr(self._kernel, "cpu", None), getattr(self._kernel, "cuda", None)) or (
+                    files.cuda and files.cuda in (getattr(self._kernel, "cpu", None), getattr(self._kernel, "cuda", None))):
+                raise self.err(path + ("kernel",), "the backward kernel needs its own files, apart from the forward's")
+            return Gradient(False, kernel=files)
+        lists = {a.name for a in self.schema.tensor_inputs if a.type.is_list or a.type.optional}
+        names = {a.name: TENSOR_KIND for a in self.schema.tensor_inputs if a.name not in lists}
+        names.update({a.name: _formula_kind(a) for a in self.schema.attributes if _formula_kind(a)})
+        names.update({"grad": TENSOR_KIND, "result": TENSOR_KIND})
+        formulas = {}
+        for name in value:
+            if name not in differentiable:
+                raise self.err(path + (name,), f"'{name}' is not a tensor input; gradients are for: {', '.join(differentiable)}"
+                                               f"{did_you_mean(name, differentiable)}", key=True)
+            text = value[name]
+            if isinstance(text, bool) or not isinstance(text, (str, int, float)):
+                raise self.err(path + (name,), "a gradient formula is a string such as grad.mm(w)")
+            own = dict(names, **({name: TENSOR_KIND} if name in lists else {}))  # a list input's formula sees one element
+            try:
+                formulas[name] = parse_formula(str(text), own)
+            except FormulaError as e:
+                raise SpecError(self.src.inner_location(path + (name,), e.col), e.message) from None
+        return Gradient(False, tensor_formulas=tuple((n, formulas[n]) for n in differentiable if n in formulas))
 
     def reference(self) -> str | None:
         if "reference" not in self.d:
@@ -433,6 +733,10 @@ _REFERENCE_NODES = (
     ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.Mod, ast.USub, ast.UAdd, ast.Not,
     ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq, ast.And, ast.Or,
 )
+
+
+def _format_float(value: float) -> float | str:
+    return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
 
 
 def _type_name(value: Any) -> str:

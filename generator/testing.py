@@ -77,6 +77,10 @@ def _choices(op: OpSpec, name: str) -> list[Any]:
                     options.append(n.rhs.value)
     elif arg.type.optional:
         options.append(None)
+    elif name == op.shape.dim:  # a reduction's dims: drawn per shape by the strategies
+        options += [(), (0,)] if arg.type.is_list else [0]
+    elif arg.type.is_list:
+        options += [tuple(_CANDIDATES.get(arg.type.base, ())[:1])]
     else:
         options += list(_CANDIDATES.get(arg.type.base, ()))
     seen: list[Any] = []

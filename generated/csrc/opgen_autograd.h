@@ -7,6 +7,7 @@
 #include "opgen_runtime.h"
 
 #include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>

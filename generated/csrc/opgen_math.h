@@ -71,5 +71,54 @@ inline T where(bool c, T a, T b) { return c ? a : b; }
 template <typename T>
 inline Vec<T> where(const Vec<T>& mask, const Vec<T>& a, const Vec<T>& b) { return Vec<T>::blendv(b, a, mask); }
 
+// Folds map(x[i]) for i < n into `identity` with `fold`: four vector accumulators (two for
+// half/bfloat16, widened to float), then the lanes, then the tail. A row long enough to be worth
+// it, outside a parallel region, is split over threads and the partial results folded.
+template <typename scalar_t, typename acc_t, typename MapS, typename MapV, typename FoldS, typename FoldV>
+acc_t reduce_row(const scalar_t* x, int64_t n, acc_t identity, const MapS& map_s, const MapV& map_v,
+                 const FoldS& fold_s, const FoldV& fold_v) {
+  using AVec = Vec<acc_t>;
+  auto serial = [&](int64_t begin, int64_t end) -> acc_t {
+    acc_t acc = identity;
+    int64_t i = begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      using SVec = Vec<scalar_t>;
+      if (end - begin >= SVec::size()) {
+        AVec a0(identity), a1(identity);
+        for (; i + SVec::size() <= end; i += SVec::size()) {
+          auto [lo, hi] = at::vec::convert_to_float<scalar_t>(SVec::loadu(x + i));
+          a0 = fold_v(a0, map_v(lo));
+          a1 = fold_v(a1, map_v(hi));
+        }
+        acc = at::vec::vec_reduce_all<acc_t>(fold_v, fold_v(a0, a1));
+      }
+    } else {
+      constexpr int64_t k = AVec::size();
+      if (end - begin >= 4 * k) {
+        AVec a0(identity), a1(identity), a2(identity), a3(identity);
+        for (; i + 4 * k <= end; i += 4 * k) {
+          a0 = fold_v(a0, map_v(AVec::loadu(x + i)));
+          a1 = fold_v(a1, map_v(AVec::loadu(x + i + k)));
+          a2 = fold_v(a2, map_v(AVec::loadu(x + i + 2 * k)));
+          a3 = fold_v(a3, map_v(AVec::loadu(x + i + 3 * k)));
+        }
+        for (; i + k <= end; i += k) {
+          a0 = fold_v(a0, map_v(AVec::loadu(x + i)));
+        }
+        acc = at::vec::vec_reduce_all<acc_t>(fold_v, fold_v(fold_v(a0, a1), fold_v(a2, a3)));
+      }
+    }
+    for (; i < end; ++i) {
+      acc = fold_s(acc, map_s(static_cast<acc_t>(x[i])));
+    }
+    return acc;
+  };
+  if (n < 4 * at::internal::GRAIN_SIZE || at::in_parallel_region() || at::get_num_threads() == 1) {
+    return serial(0, n);
+  }
+  return at::parallel_reduce(
+      0, n, at::internal::GRAIN_SIZE, identity, [&](int64_t begin, int64_t end, acc_t) { return serial(begin, end); }, fold_s);
+}
+
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen

@@ -18,6 +18,7 @@
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <limits>
 #include <sstream>
@@ -83,6 +84,32 @@ inline bool has_forward_grad(std::initializer_list<std::reference_wrapper<const 
     if (t.defined() && t._fw_grad(/*level=*/0).defined()) return true;
   }
   return false;
+}
+
+inline c10::SymBool same_sizes(c10::SymIntArrayRef a, c10::SymIntArrayRef b) {
+  if (a.size() != b.size()) {
+    return c10::SymBool(false);
+  }
+  c10::SymBool out(true);
+  for (size_t i = 0; i < a.size(); ++i) {
+    out = out & a[i].sym_eq(b[i]);
+  }
+  return out;
+}
+
+inline bool has_forward_grad_of(const at::Tensor& t) {
+  return t.defined() && t._fw_grad(/*level=*/0).defined();
+}
+inline bool has_forward_grad_of(const std::optional<at::Tensor>& t) {
+  return t.has_value() && has_forward_grad_of(*t);
+}
+inline bool has_forward_grad_of(at::TensorList ts) {
+  return std::any_of(ts.begin(), ts.end(), [](const at::Tensor& t) { return has_forward_grad_of(t); });
+}
+// Whether any of the arguments (tensors, optional tensors, tensor lists) carries a tangent.
+template <typename... T>
+inline bool has_forward_grad_any(const T&... args) {
+  return (... || has_forward_grad_of(args));
 }
 
 inline void check_same_device(const at::Tensor& t, const at::Tensor& first, const char* op, const char* arg,
@@ -266,6 +293,113 @@ inline bool same_layout_contiguous(const at::Tensor& out,
 
 // Python's `and` / `or` over checks whose operands may be symbolic: evaluated left to right,
 // stopping at the first operand that decides the result.
+// ---- reductions
+
+using DimMask = at::TensorIteratorBase::DimMask;
+
+// The reduced dimensions of `x` as a mask: `dims` wrapped (negative counts from the end),
+// each at most once; no dims means all of them, as in torch.sum.
+inline DimMask reduce_mask(int64_t ndim, at::IntArrayRef dims, const char* op, const char* arg) {
+  DimMask mask;
+  TORCH_CHECK_INDEX(ndim <= static_cast<int64_t>(mask.size()), op, "(): tensors of more than ", mask.size(),
+                    " dimensions are not supported");
+  if (dims.empty()) {
+    return mask.flip();
+  }
+  for (const int64_t d : dims) {
+    const int64_t bound = std::max<int64_t>(ndim, 1);
+    TORCH_CHECK_INDEX(d >= -bound && d < bound, op, "(): argument '", arg, "' has dimension ", d,
+                      ", out of range for a tensor of ", ndim, " dimensions (expected in [", -bound, ", ", bound - 1, "])");
+    const int64_t wrapped = d < 0 ? d + bound : d;
+    TORCH_CHECK_VALUE(ndim == 0 || !mask[wrapped], op, "(): argument '", arg, "' lists dimension ", wrapped, " twice");
+    if (ndim > 0) {
+      mask.set(wrapped);
+    }
+  }
+  return mask;
+}
+
+inline DimMask reduce_mask(int64_t ndim, int64_t dim, const char* op, const char* arg) {
+  return reduce_mask(ndim, at::IntArrayRef(dim), op, arg);
+}
+
+template <typename Dims>
+inline DimMask reduce_mask(const at::Tensor& x, const Dims& dims, const char* op, const char* arg) {
+  return reduce_mask(x.dim(), dims, op, arg);
+}
+
+inline std::vector<int64_t> mask_dims(int64_t ndim, const DimMask& mask) {
+  std::vector<int64_t> dims;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (mask[d]) {
+      dims.push_back(d);
+    }
+  }
+  return dims;
+}
+
+inline c10::SymInt reduced_count(c10::SymIntArrayRef sizes, const DimMask& mask) {
+  c10::SymInt n = 1;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (mask[d]) {
+      n *= sizes[d];
+    }
+  }
+  return n;
+}
+
+inline c10::SymDimVector reduced_sizes(const at::Tensor& x, const DimMask& mask, bool keepdim) {
+  c10::SymDimVector out;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (!mask[d]) {
+      out.push_back(x.sym_size(d));
+    } else if (keepdim) {
+      out.push_back(1);
+    }
+  }
+  return out;
+}
+
+
+// max, min and custom combines without an identity have no value for zero elements.
+inline void check_nonempty_reduction(const at::Tensor& x, const DimMask& mask, const char* op, const char* combine) {
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    TORCH_CHECK_INDEX(!mask[d] || x.sym_size(d) != 0, op, "(): can't reduce dimension ", d, " of size 0: '", combine,
+                      "' has no identity; reduce over non-empty dimensions");
+  }
+}
+
+// A reduced tensor (grad, result, indices) viewed with the input's rank: size 1 in the reduced
+// dims, so it broadcasts over them.
+inline at::Tensor unreduce(const at::Tensor& t, int64_t ndim, const DimMask& mask, bool keepdim) {
+  if (keepdim || ndim == 0) {
+    return t;
+  }
+  at::Tensor out = t;
+  for (int64_t d = 0; d < ndim; ++d) {
+    if (mask[d]) {
+      out = out.unsqueeze(d);
+    }
+  }
+  return out;
+}
+
+// The output viewed with the input's rank and stride 0 in the reduced dims, as TensorIterator's
+// reductions expect (ATen's review_reduce_result).
+inline at::Tensor reduction_view(const at::Tensor& out, const at::Tensor& x, const DimMask& mask, bool keepdim) {
+  if (keepdim || x.dim() == 0) {
+    return out;
+  }
+  at::DimVector sizes(out.sizes()), strides(out.strides());
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    if (mask[d]) {
+      sizes.insert(sizes.begin() + d, 1);
+      strides.insert(strides.begin() + d, 0);
+    }
+  }
+  return out.as_strided(sizes, strides);
+}
+
 inline bool to_bool(const c10::SymBool& b) { return b.guard_bool(__FILE__, __LINE__); }
 template <typename... F>
 inline bool all_of(F&&... f) { return (... && to_bool(f())); }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ..schema import Argument, Type
+from ..schema import Argument, FunctionSchema, Type
 
 _SCALAR_TYPES = {"int": "int64_t", "SymInt": "c10::SymInt", "float": "double", "bool": "bool", "str": "c10::string_view", "Scalar": "at::Scalar"}
 _LIST_TYPES = {"int": "at::IntArrayRef", "SymInt": "c10::SymIntArrayRef", "float": "at::ArrayRef<double>", "bool": "at::ArrayRef<bool>", "Tensor": "at::TensorList"}
@@ -19,6 +19,12 @@ def argument_type(t: Type) -> str:
     if t.base == "Scalar":
         return "const std::optional<at::Scalar>&" if t.optional else "const at::Scalar&"
     return f"std::optional<{inner}>" if t.optional else inner
+
+
+def returns_type(schema: FunctionSchema) -> str:
+    if len(schema.returns) == 1:
+        return "at::Tensor"
+    return "std::tuple<" + ", ".join("at::Tensor" for _ in schema.returns) + ">"
 
 
 def parameters(args: tuple[Argument, ...]) -> str:

@@ -13,8 +13,12 @@ from .files import GeneratedFile
 TEMPLATE = "csrc/autograd/op.cpp.j2"
 
 # How the backward node keeps an attribute that a formula reads (Scalars are read as double).
-_MEMBER_TYPES = {"float": "double", "int": "int64_t", "bool": "bool", "str": "std::string", "Scalar": "double", "SymInt": "c10::SymInt"}
-_TO_MEMBER = {"Scalar": "{n}.toDouble()", "str": "std::string({n})"}
+MEMBER_TYPES = {"float": "double", "int": "int64_t", "bool": "bool", "str": "std::string", "Scalar": "double", "SymInt": "c10::SymInt"}
+TO_MEMBER = {"Scalar": "{n}.toDouble()", "str": "std::string({n})"}
+
+
+def node_name(op: OpSpec) -> str:
+    return "".join(p.capitalize() for p in op.name.split("_")) + "Backward"
 
 
 def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
@@ -32,24 +36,24 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         ns=lib.namespace,
         bw=bw,
         qualified=f"{lib.namespace}.{op.name}",
-        node="".join(p.capitalize() for p in op.name.split("_")) + "Backward",
+        node=node_name(op),
         formulas=[(n, E.unparse(f)) for n, f in zip(bw.inputs, bw.formulas)],
         forward_type=f"at::Tensor({', '.join(cpp.argument_type(a.type) for a in args)})",
         params=cpp.parameters(args),
         args=cpp.names(args),
         tensor_args=", ".join(tensors),
         edge={n: i for i, n in enumerate(tensors)},
-        attr_type={a.name: _MEMBER_TYPES[a.type.base] for a in bw.attributes},
-        attr_value={a.name: _TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes},
+        attr_type={a.name: MEMBER_TYPES[a.type.base] for a in bw.attributes},
+        attr_value={a.name: TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes},
         tangent_params=", ".join(
             [f"[[maybe_unused]] const at::Tensor& {n}" for n in tensors]
-            + [f"{_MEMBER_TYPES[a.type.base]} {a.name}" for a in bw.attributes]
+            + [f"{MEMBER_TYPES[a.type.base]} {a.name}" for a in bw.attributes]
             + ["const at::Tensor& result"]
             + [f"const at::Tensor& {n}__t" for n in bw.inputs]
         ),
         primal_args=", ".join(
             [f"{n}._fw_primal(/*level=*/0)" for n in tensors]
-            + [_TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes]
+            + [TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes]
         ),
         composite={n: aten_expr.aten(f, backward.scope(op)) for n, f in zip(bw.inputs, bw.formulas)},
     )

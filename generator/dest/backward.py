@@ -74,7 +74,7 @@ class BackwardPlan:
 def plan(op: OpSpec) -> BackwardPlan | None:
     """The backward of ``op``; four emitters ask for it, so it is derived once per spec."""
     formulas = gradient_formulas(op)
-    if not formulas:
+    if not formulas or not op.is_pointwise:  # reductions: dest/autograd_reduction.py
         return None
     used: set[str] = set()
     for _, f in formulas:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..library import Library
-from ..model import OpSpec
+from ..model import OpSpec, ReduceKernel
+from ..render import markdown_code as md_code
 from ..render import render
 from .files import GeneratedFile
 from .op_context import dtype_names
@@ -32,8 +33,20 @@ def _example(op: OpSpec, ns: str) -> str:
     return "\n".join(lines)
 
 
+def _kernel(op: OpSpec) -> str:
+    k = op.kernel
+    if isinstance(k, ReduceKernel):
+        parts = [f"map {md_code(k.text)}", f"combine {md_code(k.combine_text)}"]
+        if k.combine == "custom":
+            parts.append(f"identity {md_code(str(k.identity))}")
+        if k.post is not None:
+            parts.append(f"post {md_code(E.unparse(k.post))}")
+        return "reduce: " + ", ".join(parts)
+    return f"pointwise: {md_code(k.text)}"
+
+
 def emit_op(op: OpSpec, lib: Library) -> GeneratedFile:
-    text = render("docs/op.md.j2", op=op, ns=lib.namespace, dtype_names=dtype_names(op),
+    text = render("docs/op.md.j2", op=op, ns=lib.namespace, dtype_names=dtype_names(op), kernel=_kernel(op),
                   gradient=_gradient(op), example=_example(op, lib.namespace))
     return GeneratedFile(f"docs/{op.name}.md", text, op.path)
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .. import expr as E
 from ..api import cpp_expr
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
 from . import op_context as ctx
-from . import pointwise
+from . import pointwise, reduction
 from .files import GeneratedFile
 
 TEMPLATE = "csrc/kernels/op_cpu.cpp.j2"
@@ -53,6 +54,16 @@ def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr]) -> L
 
 
 def emit(op: OpSpec, lib: Library) -> GeneratedFile:
+    if op.is_reduction:
+        r = reduction.reduction(op)
+        text = render("csrc/kernels/reduction_cpu.cpp.j2", op=op, ns=lib.namespace, x=r.x, code=r.code, fold=r.fold,
+                      identity=r.identity, attrs=r.attrs, post_text=_post_text(op))
+        return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
     loops = [loop(k.name, k.code, k.attrs) for k in pointwise.kernels(op)]
     text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops)
     return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
+
+
+def _post_text(op: OpSpec) -> str:
+    post = getattr(op.kernel, "post", None)
+    return E.unparse(post) if post is not None else ""

@@ -7,7 +7,7 @@ from ..api import cpp, cpp_expr
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
-from . import backward
+from . import backward, custom, reduction
 from . import op_context as ctx
 from .files import GeneratedFile
 
@@ -15,6 +15,10 @@ TEMPLATE = "csrc/ops/op.cpp.j2"
 
 
 def emit(op: OpSpec, lib: Library) -> GeneratedFile:
+    if op.is_reduction:
+        return emit_reduction(op, lib)
+    if op.is_custom:
+        return emit_custom(op, lib)
     used = E.names_in(op.kernel.expr)
     attrs = ctx.kernel_attrs(op, used)
     kernel_call = ", ".join(
@@ -47,6 +51,75 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         kernel_call=("".join(", " + a for a in kernel_call.split(", ")) if kernel_call else ""),
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
+
+
+def emit_reduction(op: OpSpec, lib: Library) -> GeneratedFile:
+    r = reduction.reduction(op)
+    outs = ["_values", "_indices"] if op.has_indices else ["_out"]
+    text = render(
+        "csrc/ops/reduction.cpp.j2",
+        op=op,
+        ns=lib.namespace,
+        qualified_name=ctx.qualified_name(lib.namespace, op),
+        params=cpp.parameters(op.schema.arguments),
+        args=cpp.names(op.schema.arguments),
+        x=r.x,
+        dim=r.dim,
+        keepdim=r.keepdim,
+        dtype_names=ctx.dtype_names(op),
+        checks=ctx.checks(op),
+        attrs=r.attrs,
+        kernel_call=r.kernel_call,
+        outs=outs,
+        out_params=", ".join(f"const at::Tensor& {o}" for o in outs),
+        returns_type=cpp.returns_type(op.schema),
+        out_schema=None if op.has_indices else out_schema(op),
+    )
+    return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
+
+
+def emit_custom(op: OpSpec, lib: Library) -> GeneratedFile:
+    c = custom.custom(op)
+    scope = ctx.check_scope(op)
+    converted = {*c.plain, *c.optional, *c.lists}
+    kernel_args = ", ".join(f"_{a.name}" if a.name in converted else a.name for a in op.schema.arguments)
+    n = len(op.tensor_inputs)
+    bw_params = ", ".join(["const at::Tensor& grad", cpp.parameters(op.schema.arguments), "const at::Tensor& result",
+                           f"std::array<bool, {n}> output_mask"])
+    text = render(
+        "csrc/ops/custom.cpp.j2",
+        op=op,
+        ns=lib.namespace,
+        c=c,
+        first=c.plain[0] if c.plain else f"{op.shape.tensors[0]}[0]",
+        same_list=op.shape.tensors[0] if op.shape.kind == "same" and op.shape.tensors[0] in c.lists else "",
+        qualified_name=ctx.qualified_name(lib.namespace, op),
+        params=cpp.parameters(op.schema.arguments),
+        args=cpp.names(op.schema.arguments),
+        kernel_args=kernel_args,
+        dtype_names=ctx.dtype_names(op),
+        dtype_list="{" + ", ".join(f"at::ScalarType::{d.scalar_type}" for d in op.dtypes) + "}",
+        checks=ctx.checks(op),
+        shape_text=str(op.shape),
+        shape_sizes=_shape_sizes(op, scope),
+        out_schema=out_schema(op),
+        bw_schema=custom.backward_schema(op),
+        bw_params=bw_params,
+        bw_args=", ".join(["grad", cpp.names(op.schema.arguments), "result", "output_mask"]),
+        grads=list(custom.grad_outputs(op)),
+    )
+    return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
+
+
+def emit_kernel_header(op: OpSpec, lib: Library) -> GeneratedFile:
+    c = custom.custom(op)
+    text = render("csrc/kernels/op_kernel.h.j2", op=op, ns=lib.namespace, functions=c.files, dtype_names=ctx.dtype_names(op))
+    return GeneratedFile(f"csrc/kernels/{op.name}_kernel.h", text, op.path)
+
+
+def _shape_sizes(op: OpSpec, scope) -> list[str]:
+    return [cpp_expr.symbolic(s, scope) if any(isinstance(n, E.Method) for n in E.walk(s))
+            else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in op.shape.sizes]
 
 
 def out_schema(op: OpSpec) -> str:

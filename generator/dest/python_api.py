@@ -7,9 +7,9 @@ from dataclasses import dataclass
 from .. import expr as E
 from ..api import python
 from ..library import Library
-from ..model import OpSpec
+from ..model import OpSpec, ReduceKernel
 from ..render import render
-from . import backward
+from . import backward, reduction
 from .files import GeneratedFile
 from .op_context import kernel_scope
 
@@ -23,11 +23,12 @@ class Stub:
     name: str
     params: str
     docstring: str
+    returns: str
 
 
 def emit_package(lib: Library) -> list[GeneratedFile]:
     base = f"python/{lib.namespace}"
-    stubs = [Stub(op.name, wrapper_parameters(op), docstring(op)) for op in lib.ops]
+    stubs = [Stub(op.name, wrapper_parameters(op), docstring(op), returns_annotation(op)) for op in lib.ops]
     broadcasting = [op for op in lib.ops if batches_by_broadcasting(op)]
     return [
         GeneratedFile(f"{base}/__init__.py", render("python/__init__.py.j2", ns=lib.namespace, ops=lib.ops)),
@@ -50,23 +51,68 @@ def batches_by_broadcasting(op: OpSpec) -> bool:
     return broadcasting and not reads_sizes and not any(a.kwarg_only for a in op.tensor_inputs)
 
 
+def has_out(op: OpSpec) -> bool:
+    """Whether the op has an out= overload: every one-output op."""
+    return len(op.schema.returns) == 1
+
+
+def returns_annotation(op: OpSpec) -> str:
+    n = len(op.schema.returns)
+    return "Tensor" if n == 1 else "tuple[" + ", ".join(["Tensor"] * n) + "]"
+
+
 def docstring(op: OpSpec) -> str:
     text = op.doc or f"The {op.name} op."
-    return f"{text}\n\nSchema: ``{op.schema}``. With ``out=``, writes into that tensor (resized if needed).\n"
+    out = " With ``out=``, writes into that tensor (resized if needed)." if has_out(op) else ""
+    return f"{text}\n\nSchema: ``{op.schema}``.{out}\n"
 
 
 def wrapper_parameters(op: OpSpec) -> str:
     """The typed wrapper's parameters: the schema's, then a keyword-only `out`."""
+    if not has_out(op):
+        return python.parameters(op.schema.arguments)
     out_param = (", " if any(a.kwarg_only for a in op.schema.arguments) else ", *, ") + "out: Optional[Tensor] = None"
     return python.parameters(op.schema.arguments) + out_param
+
+
+_TORCH_REDUCTIONS = {"sum": "torch.sum", "mean": "torch.mean", "max": "torch.amax", "min": "torch.amin",
+                     "logsumexp": "torch.logsumexp"}
+
+
+def reduction_reference(op: OpSpec) -> str:
+    """The reduction in float64 torch: torch's own reduction of the mapped input where there is one,
+    else a fold one element at a time; then the post expression."""
+    k = op.kernel
+    assert isinstance(k, ReduceKernel)
+    scope = reduction.scope(op)
+    x, dim, keepdim = op.shape.tensors[0], op.shape.dim, op.shape.keepdim or "False"
+    mapped = python.reference(k.map, scope)
+    if op.has_indices:
+        return f"tuple(torch.{k.combine}({mapped}, {dim}, {keepdim}))"
+    dims = f"_reduce_dims({x}, {dim})"
+    if k.combine in _TORCH_REDUCTIONS:
+        value = f"{_TORCH_REDUCTIONS[k.combine]}({mapped}, {dims}, {keepdim})"
+    else:
+        combine = "lambda a, b: " + (python.reference(k.combine_expr, scope) if k.combine_expr is not None else "a * b")
+        identity = python.literal(k.identity if k.identity is not None else 1.0)
+        value = f"_fold({mapped}, {dims}, {keepdim}, {combine}, {identity})"
+    if k.post is None:
+        return value
+    return f"(lambda acc: {python.reference(k.post, scope)})({value})"
 
 
 def emit_op(op: OpSpec, lib: Library) -> list[GeneratedFile]:
     base = f"python/{lib.namespace}"
     params = python.parameters(op.schema.arguments)
     wrapper = render("python/_ops/op.py.j2", op=op, ns=lib.namespace, params=wrapper_parameters(op),
+                     has_out=has_out(op), returns=returns_annotation(op),
                      call=python.call_arguments(op.schema.arguments), docstring=docstring(op))
-    expression = op.reference if op.reference is not None else python.reference(op.kernel.expr, kernel_scope(op))
+    if op.reference is not None:
+        expression = op.reference
+    elif op.is_reduction:
+        expression = reduction_reference(op)
+    else:
+        expression = python.reference(op.kernel.expr, kernel_scope(op))
     if op.reference is None and op.shape.kind == "explicit":  # the rule's shape may exceed the inputs' broadcast
         sizes = "".join(f"{python.size(e)}, " for e in op.shape.sizes)
         expression = f"torch.broadcast_to(torch.as_tensor({expression}, dtype=torch.float64), ({sizes}))"

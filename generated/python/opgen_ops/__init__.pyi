@@ -12,10 +12,24 @@ ops: torch._ops._OpNamespace
 
 def load_library() -> None: ...
 
+def abs_max(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Largest absolute value over `dim` (the infinity norm); 0 over no elements.
+
+    Schema: ``abs_max(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
 def add(a: Tensor, b: Tensor, *, alpha: float = 1.0, out: Optional[Tensor] = None) -> Tensor:
     """`a + alpha * b` with broadcasting, like `torch.add(a, b, alpha=alpha)`.
 
     Schema: ``add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def add_n(xs: Sequence[Tensor], *, out: Optional[Tensor] = None) -> Tensor:
+    """Sum of one or more tensors of one shape, in one pass over memory (no intermediate sums).
+
+    Schema: ``add_n(Tensor[] xs) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     ...
 
@@ -33,10 +47,59 @@ def gelu(x: Tensor, *, approximate: str = 'tanh', out: Optional[Tensor] = None) 
     """
     ...
 
+def l2_norm(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Euclidean norm over `dim`, sqrt of the sum of squares.
+
+    Schema: ``l2_norm(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05, out: Optional[Tensor] = None) -> Tensor:
+    """Layer normalization over the last dimension (biased variance, as torch.nn.functional.layer_norm), then `weight * x + bias`. Hand-written CPU kernel; the gradients are whole-tensor ATen formulas.
+
+    Schema: ``layer_norm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def linear(x: Tensor, w: Tensor, bias: Optional[Tensor] = None, *, out: Optional[Tensor] = None) -> Tensor:
+    """`x @ w.T + bias` for a matrix `x` [n, k] and weights `w` [m, k]; `bias` [m] is optional. The hand-written kernel calls ATen's GEMM.
+
+    Schema: ``linear(Tensor x, Tensor w, Tensor? bias=None) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def logsumexp(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """log(sum(exp(x))) over `dim`, computed in one pass with a running maximum so nothing overflows.
+
+    Schema: ``logsumexp(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def max(x: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    """Largest element along `dim` and its index; NaN wins, ties go to the lowest index.
+
+    Schema: ``max(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)``.
+    """
+    ...
+
 def relu(x: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
     """Rectified linear unit, `max(x, 0)`; NaN stays NaN.
 
     Schema: ``relu(Tensor x) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def rms(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Root mean square over `dim`.
+
+    Schema: ``rms(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def rms_norm(x: Tensor, weight: Tensor, *, eps: float = 1e-06, out: Optional[Tensor] = None) -> Tensor:
+    """Root-mean-square normalization over the last dimension, scaled by `weight`. Hand-written CPU kernels, forward and backward.
+
+    Schema: ``rms_norm(Tensor x, Tensor weight, *, float eps=1e-06) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     ...
 
@@ -51,6 +114,13 @@ def softplus(x: Tensor, *, beta: float = 1.0, threshold: float = 20.0, out: Opti
     """`log(1 + exp(beta * x)) / beta`, reverting to the identity where `beta * x > threshold` for numerical stability, like `torch.nn.functional.softplus`.
 
     Schema: ``softplus(Tensor x, *, float beta=1.0, float threshold=20.0) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def sum_squares(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Sum of squares over `dim` (every dim when empty), accumulated in float32 for half and bfloat16.
+
+    Schema: ``sum_squares(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     ...
 

@@ -12,6 +12,8 @@ load_library()
 
 from ._ops.clamp import clamp
 from ._ops.gelu import gelu
+from ._ops.l2_norm import l2_norm
+from ._ops.max import max
 from ._ops.scale_rows import scale_rows
 from ._ops.weighted_sum import weighted_sum
 
@@ -20,6 +22,8 @@ __all__ = [
     "ops",
     'clamp',
     'gelu',
+    'l2_norm',
+    'max',
     'scale_rows',
     'weighted_sum',
 ]

@@ -26,6 +26,20 @@ def gelu(x: Tensor, *, approximate: str = 'tanh', out: Optional[Tensor] = None) 
     """
     ...
 
+def l2_norm(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Euclidean norm over `dim`, sqrt of the sum of squares.
+
+    Schema: ``l2_norm(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def max(x: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+    """Largest element along `dim` and its index; NaN wins, ties go to the lowest index.
+
+    Schema: ``max(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)``.
+    """
+    ...
+
 def scale_rows(x: Tensor, scale: Tensor, *, offset: Union[int, float, bool] = 0, power: int = 1, out: Optional[Tensor] = None) -> Tensor:
     """`(x + offset) * scale ** power` where `scale` holds one value per row of a 2-d `x`.
 

@@ -1,0 +1,65 @@
+"""csrc/autograd/<op>.cpp for an op with hand-written kernels: the Autograd-key kernel and its node."""
+
+from __future__ import annotations
+
+from .. import tensor_expr as T
+from ..api import cpp
+from ..library import Library
+from ..model import OpSpec, TENSOR_KIND, _formula_kind
+from ..render import render
+from . import custom
+from .autograd_cpp import MEMBER_TYPES, TO_MEMBER, node_name
+from .files import GeneratedFile
+
+TEMPLATE = "csrc/autograd/custom.cpp.j2"
+
+
+def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
+    g = op.gradient
+    if g is None:
+        return None
+    c = custom.custom(op)
+    args = op.schema.arguments
+    formulas = dict(g.tensor_formulas)
+    if c.backward:
+        saved_names = {a.name for a in op.tensor_inputs} | {"result"}
+        attributes = list(op.attributes)
+    else:
+        saved_names = set().union(*(f.names() for f in formulas.values()))
+        attributes = [a for a in op.attributes if a.name in saved_names]
+    saved = [a.name for a in op.tensor_inputs if a.name in saved_names] + (["result"] if "result" in saved_names else [])
+    composite = {}
+    for name, f in formulas.items():
+        kinds = {a.name: TENSOR_KIND for a in op.tensor_inputs}
+        kinds.update({a.name: k for a in op.attributes if (k := _formula_kind(a))})
+        kinds.update({"grad": TENSOR_KIND, "result": TENSOR_KIND})
+        rename = {name: f"{name}_element"} if name in c.lists else ({name: f"(*{name})"} if name in c.optional else {})
+        composite[name] = T.cpp(f.expr, kinds, rename)
+    text = render(
+        TEMPLATE,
+        op=op,
+        ns=lib.namespace,
+        c=c,
+        qualified=f"{lib.namespace}.{op.name}",
+        node=node_name(op),
+        formulas=[(n, f.text) for n, f in formulas.items()],
+        differentiable=[a.name for a in op.tensor_inputs if c.backward or a.name in formulas],
+        forward_type=f"at::Tensor({', '.join(cpp.argument_type(a.type) for a in args)})",
+        backward_type=_backward_type(op),
+        params=cpp.parameters(args),
+        args=cpp.names(args),
+        tensor_args=", ".join(a.name for a in op.tensor_inputs),
+        saved=saved,
+        attributes=attributes,
+        attr_type={a.name: MEMBER_TYPES[a.type.base] for a in attributes},
+        attr_value={a.name: TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in attributes},
+        composite=composite,
+    )
+    return GeneratedFile(f"csrc/autograd/{op.name}.cpp", text, op.path)
+
+
+def _backward_type(op: OpSpec) -> str:
+    n = len(op.tensor_inputs)
+    ret = "std::tuple<" + ", ".join(["at::Tensor"] * n) + ">"
+    params = ["const at::Tensor&", *(cpp.argument_type(a.type) for a in op.schema.arguments), "const at::Tensor&", f"std::array<bool, {n}>"]
+    return f"{ret}({', '.join(params)})"

@@ -1,0 +1,53 @@
+// Forward CPU kernel of opgen_ops.layer_norm, hand-written; spec: specs/layer_norm.yaml.
+// opgen wrote this file once, as a stub, and never overwrites it; the body below is hand-written.
+//
+// layer_norm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> Tensor
+// Before this runs, the generated code has checked the arguments (dtypes float32, float64, float16, bfloat16, devices,
+// x.dim() >= 1, weight.dim() == 1, weight.size(0) == x.size(-1), bias.dim() == 1, bias.size(0) == x.size(-1), eps > 0) and converted every tensor to the output's dtype.
+// `out` is allocated: contiguous, shape same(x), never empty.
+#include "kernels/layer_norm_kernel.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+
+#include <cmath>
+#include <vector>
+
+namespace opgen_ops {
+
+void layer_norm_cpu(const at::Tensor& out, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+  const at::Tensor xc = x.contiguous();
+  const at::Tensor wc = weight.contiguous();
+  const at::Tensor bc = bias.contiguous();
+  const int64_t n = xc.size(-1);
+  const int64_t rows = xc.numel() / n;
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, xc.scalar_type(), "layer_norm_cpu", [&] {
+    using acc_t = at::opmath_type<scalar_t>;
+    const scalar_t* X = xc.const_data_ptr<scalar_t>();
+    const scalar_t* W = wc.const_data_ptr<scalar_t>();
+    const scalar_t* B = bc.const_data_ptr<scalar_t>();
+    scalar_t* Y = out.mutable_data_ptr<scalar_t>();
+    at::parallel_for(0, rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / n), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        const scalar_t* xr = X + r * n;
+        scalar_t* yr = Y + r * n;
+        // Welford: one pass, stable for large means.
+        acc_t mean = 0, m2 = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          const acc_t v = static_cast<acc_t>(xr[j]);
+          const acc_t delta = v - mean;
+          mean += delta / static_cast<acc_t>(j + 1);
+          m2 += delta * (v - mean);
+        }
+        const acc_t rstd = acc_t(1) / std::sqrt(m2 / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
+        for (int64_t j = 0; j < n; ++j) {
+          const acc_t v = (static_cast<acc_t>(xr[j]) - mean) * rstd;
+          yr[j] = static_cast<scalar_t>(v * static_cast<acc_t>(W[j]) + static_cast<acc_t>(B[j]));
+        }
+      }
+    });
+  });
+}
+
+}  // namespace opgen_ops
