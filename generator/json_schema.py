@@ -37,9 +37,17 @@ def spec_schema() -> dict[str, Any]:
                                                   + ", or an expression of the accumulators a and b (with an identity)."},
                                       "identity": {"type": ["number", "string"], "description": "A custom combine's neutral value (inf, -inf allowed)."},
                                       "post": expression}},
+                       "cpu": {"type": "string", "description": "A hand-written CPU kernel (.cpp), relative to the spec; "
+                               "`opgen generate` writes a stub if it is missing."},
+                       "cuda": {"type": "string", "description": "A hand-written CUDA kernel (.cu), relative to the spec."},
                    }},
-        "gradient": {"description": "'auto' or a formula per differentiable tensor input.",
-                     "oneOf": [{"const": "auto"}, {"type": "object", "additionalProperties": expression}]},
+        "gradient": {"description": "'auto', a formula per differentiable tensor input, or (hand-written kernels) "
+                                    "{kernel: {cpu: <file>, cuda: <file>}}.",
+                     "oneOf": [{"const": "auto"},
+                               {"type": "object", "required": ["kernel"], "additionalProperties": False,
+                                "properties": {"kernel": {"type": "object", "additionalProperties": False, "required": ["cpu"],
+                                                          "properties": {"cpu": {"type": "string"}, "cuda": {"type": "string"}}}}},
+                               {"type": "object", "not": {"required": ["kernel"]}, "additionalProperties": expression}]},
         "reference": {"type": "string", "description": "A torch expression used by tests as the oracle."},
         "test": {"type": "object", "additionalProperties": False, "properties": {
             "ranges": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"},

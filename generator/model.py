@@ -19,7 +19,8 @@ from .tensor_expr import Formula, FormulaError, parse_formula
 from .schema import Argument, FunctionSchema, SchemaError, Type
 from .yaml_source import SpecSource
 
-TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "kernel", "gradient", "reference", "test")
+TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "kernel", "gradient", "variants", "reference", "test")
+VARIANTS = ("out", "inplace")
 KERNEL_KEYS = ("pointwise", "reduce", "cpu", "cuda")
 CUSTOM_KERNEL_SUFFIXES = {"cpu": (".cpp", ".cc"), "cuda": (".cu",)}
 REDUCE_KEYS = ("map", "combine", "identity", "post")
@@ -62,6 +63,7 @@ class Check:
 @dataclass(frozen=True)
 class PointwiseKernel:
     expr: E.Expr
+    bool_output: bool = False  # a condition (comparison): the output is a bool tensor
 
     @property
     def text(self) -> str:
@@ -153,6 +155,7 @@ class OpSpec:
     gradient: Gradient | None
     reference: str | None  # canonical torch expression, or None: the kernel in float64
     test: TestConfig
+    variants: tuple[str, ...] = ("out",)  # extra overloads: out= (`<op>.out`), in-place (`<op>_`)
 
     @property
     def tensor_inputs(self) -> tuple[Argument, ...]:
@@ -206,6 +209,8 @@ class OpSpec:
                 d["gradient"] = {n: f.text for n, f in g.tensor_formulas}
             else:
                 d["gradient"] = "auto" if g.auto else {n: E.unparse(f) for n, f in g.formulas}
+        if self.variants != (("out",) if len(self.schema.returns) == 1 else ()):
+            d["variants"] = list(self.variants)
         if self.reference is not None:
             d["reference"] = self.reference
         if self.test.ranges or self.test.shapes:
@@ -268,7 +273,8 @@ class _SpecParser:
         gradient = self.gradient(kernel)
         reference = self.reference()
         test = self.test()
-        return OpSpec(schema.name, self.src.path, schema, doc, dtypes, shape, checks, kernel, gradient, reference, test)
+        variants = self.variants(kernel, shape)
+        return OpSpec(schema.name, self.src.path, schema, doc, dtypes, shape, checks, kernel, gradient, reference, test, variants)
 
     def check_keys(self, path: tuple, mapping: dict, allowed: tuple[str, ...]) -> None:
         for key in mapping:
@@ -472,11 +478,11 @@ class _SpecParser:
             if not d.floating:
                 raise self.err(("dtypes",), f"pointwise kernels compute in floating point; '{d.name}' is not supported (use floating dtypes)")
         e, kind = self.expression(path + ("pointwise",), self.scope(elementwise=True, what="kernel expression"))
-        if kind != E.ELEM:
-            if kind == E.MASK:
-                raise self.err(path + ("pointwise",), "the kernel must compute a number; wrap a condition as where(cond, 1.0, 0.0)")
+        if kind not in (E.ELEM, E.MASK):
             raise self.err(path + ("pointwise",), "the kernel expression must use at least one tensor input")
-        return PointwiseKernel(e)
+        if kind == E.MASK and "gradient" in self.d:
+            raise self.err(("gradient",), "a comparison's output is bool and has no gradient; remove 'gradient'", key=True)
+        return PointwiseKernel(e, bool_output=kind == E.MASK)
 
     def custom_files(self, path: tuple, value: dict) -> CustomKernel:
         if "cpu" not in value:
@@ -667,6 +673,30 @@ class _SpecParser:
             except FormulaError as e:
                 raise SpecError(self.src.inner_location(path + (name,), e.col), e.message) from None
         return Gradient(False, tensor_formulas=tuple((n, formulas[n]) for n in differentiable if n in formulas))
+
+    def variants(self, kernel: Kernel, shape: ShapeRule) -> tuple[str, ...]:
+        default = ("out",) if len(self.schema.returns) == 1 else ()
+        if "variants" not in self.d:
+            return default
+        path = ("variants",)
+        value = self.d["variants"]
+        if not isinstance(value, list):
+            raise self.err(path, "'variants' is a list of extra overloads: [out], [inplace] or [out, inplace] ([] for none)")
+        out = []
+        for i, v in enumerate(value):
+            if v not in VARIANTS:
+                raise self.err(path + (i,), f"unknown variant {v!r}; use {' or '.join(VARIANTS)}{did_you_mean(str(v), VARIANTS)}")
+            if v in out:
+                raise self.err(path + (i,), f"'{v}' is listed twice")
+            if len(self.schema.returns) != 1:
+                raise self.err(path + (i,), f"the {v} variant is for ops with one output")
+            if v == "inplace":
+                first = self.schema.arguments[0]
+                if not isinstance(kernel, PointwiseKernel) or kernel.bool_output or not first.is_tensor or first.kwarg_only:
+                    raise self.err(path + (i,), "an in-place variant writes a pointwise op's result into its first argument, a plain "
+                                                "Tensor of the result's dtype; this op has no such argument")
+            out.append(v)
+        return tuple(v for v in VARIANTS if v in out)
 
     def reference(self) -> str | None:
         if "reference" not in self.d:

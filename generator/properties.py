@@ -217,3 +217,23 @@ def cuda_gradients_match_cpu(overload, op: OpSpec, case: Case, differentiable: l
         scale = max(1, out.numel() // max(1, want.numel()))  # reduced gradients sum many terms, in another order
         torch.testing.assert_close(got.cpu().to(torch.float64), want.to(torch.float64), atol=atol * scale, rtol=rtol * scale,
                                    equal_nan=True, msg=lambda m: f"gradient of '{name}' on CUDA vs CPU: {m}")
+
+
+def inplace_matches_out_of_place(overload, inplace, op: OpSpec, namespace: str, case: Case) -> None:
+    """`<op>_` writes exactly the out-of-place result into its first argument when that has the
+    result's shape, and refuses (naming the argument) when the result is larger (a broadcast)."""
+    tensors = case.tensors(op)
+    first = op.schema.arguments[0].name
+    expected = call(overload, op, tensors, case.attrs)
+    target = tensors[first].clone(memory_format=torch.contiguous_format)
+    tensors[first] = target
+    if expected.shape != target.shape:
+        try:
+            call(inplace, op, tensors, case.attrs)
+        except RuntimeError as e:
+            assert f"{namespace}.{op.name}_(): the result has shape" in str(e) and f"of '{first}'" in str(e), str(e)
+        else:
+            raise AssertionError(f"{op.name}_ wrote a result of shape {tuple(expected.shape)} into '{first}' of shape {tuple(target.shape)}")
+        return
+    assert call(inplace, op, tensors, case.attrs) is None
+    torch.testing.assert_close(target, expected, atol=0, rtol=0, equal_nan=True)

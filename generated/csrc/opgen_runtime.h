@@ -227,7 +227,9 @@ inline void check_out(const at::Tensor& out, at::ScalarType dtype, const at::Ten
 }
 
 // out= overloads are not differentiable: raise at the call, naming the argument, like ATen.
-inline void reject_grad_for_out(const c10::OperatorHandle& op, const torch::jit::Stack* stack, const char* name) {
+// out= and in-place overloads are not differentiable (variant: "out=" or "in-place"; fix: what to call instead).
+inline void reject_grad_for_out(const c10::OperatorHandle& op, const torch::jit::Stack* stack, const char* name,
+                                const char* variant = "out=", const char* fix = "call it without out=") {
   if (!at::GradMode::is_enabled()) {
     return;
   }
@@ -236,20 +238,21 @@ inline void reject_grad_for_out(const c10::OperatorHandle& op, const torch::jit:
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = (*stack)[first + i];
     TORCH_CHECK(!(v.isTensor() && v.toTensor().defined() && v.toTensor().requires_grad()), name,
-                "(): the out= variant does not support automatic differentiation, but argument '", args[i].name(),
-                "' requires grad; call it without out=");
+                "(): the ", variant, " variant does not support automatic differentiation, but argument '", args[i].name(),
+                "' requires grad; ", fix);
   }
 }
 
 inline void reject_forward_grad_for_out(const c10::OperatorHandle& op, const torch::jit::Stack* stack,
-                                        const char* name) {
+                                        const char* name, const char* variant = "out=",
+                                        const char* fix = "call it without out=") {
   const auto& args = op.schema().arguments();
   const size_t first = stack->size() - args.size();
   for (size_t i = 0; i < args.size(); ++i) {
     const c10::IValue& v = (*stack)[first + i];
     TORCH_CHECK(!(v.isTensor() && has_forward_grad({v.toTensor()})), name,
-                "(): the out= variant does not support forward-mode automatic differentiation, but argument '",
-                args[i].name(), "' has a tangent; call it without out=");
+                "(): the ", variant, " variant does not support forward-mode automatic differentiation, but argument '",
+                args[i].name(), "' has a tangent; ", fix);
   }
 }
 

@@ -60,6 +60,15 @@ def test_gradcheck_and_gradgradcheck(overload, case):
     P.gradients_check(overload, OP, case, DIFFERENTIABLE)
 
 
+@settings(deadline=None)
+@given(case=S.cases(OP))
+def test_inplace_matches_out_of_place(overload, case):
+    import opgen
+
+    inplace = getattr(opgen.load(PROJECT), OP.name + "_").default
+    P.inplace_matches_out_of_place(overload, inplace, OP, NAMESPACE, case)
+
+
 @settings(deadline=None, max_examples=3)
 @given(case=S.cases(OP, max_side=3))
 def test_opcheck(overload, case):

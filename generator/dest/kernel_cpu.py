@@ -60,7 +60,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
                       identity=r.identity, attrs=r.attrs, post_text=_post_text(op))
         return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
     loops = [loop(k.name, k.code, k.attrs) for k in pointwise.kernels(op)]
-    text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops)
+    text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops, bool_output=op.kernel.bool_output)
     return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
 
 

@@ -46,6 +46,9 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
                      else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in op.shape.sizes],
         kernels=kernels,
         out_schema=out_schema(op),
+        has_out="out" in op.variants,
+        inplace=inplace(op),
+        bool_output=op.kernel.bool_output,
         bw=bw,
         bw_kernel_call=bw_kernel_call,
         kernel_call=("".join(", " + a for a in kernel_call.split(", ")) if kernel_call else ""),
@@ -73,7 +76,7 @@ def emit_reduction(op: OpSpec, lib: Library) -> GeneratedFile:
         outs=outs,
         out_params=", ".join(f"const at::Tensor& {o}" for o in outs),
         returns_type=cpp.returns_type(op.schema),
-        out_schema=None if op.has_indices else out_schema(op),
+        out_schema=out_schema(op) if "out" in op.variants else None,
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
 
@@ -102,7 +105,7 @@ def emit_custom(op: OpSpec, lib: Library) -> GeneratedFile:
         checks=ctx.checks(op),
         shape_text=str(op.shape),
         shape_sizes=_shape_sizes(op, scope),
-        out_schema=out_schema(op),
+        out_schema=out_schema(op) if "out" in op.variants else None,
         bw_schema=custom.backward_schema(op),
         bw_params=bw_params,
         bw_args=", ".join(["grad", cpp.names(op.schema.arguments), "result", "output_mask"]),
@@ -120,6 +123,21 @@ def emit_kernel_header(op: OpSpec, lib: Library) -> GeneratedFile:
 def _shape_sizes(op: OpSpec, scope) -> list[str]:
     return [cpp_expr.symbolic(s, scope) if any(isinstance(n, E.Method) for n in E.walk(s))
             else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in op.shape.sizes]
+
+
+def inplace(op: OpSpec) -> dict | None:
+    """`<op>_(Tensor(a!) x, ...) -> ()`: the in-place overload, writing into the first argument."""
+    if "inplace" not in op.variants:
+        return None
+    first = op.schema.arguments[0]
+    schema = str(op.schema)
+    head, _, _ = schema.rpartition(") -> ")
+    name_end = head.index("(")
+    rest = head[name_end + 1:]
+    assert rest.startswith(f"Tensor {first.name}")
+    params = cpp.parameters(op.schema.arguments).replace(f"const at::Tensor& {first.name}", f"at::Tensor& {first.name}", 1)
+    return {"name": f"{op.name}_", "self": first.name, "params": params,
+            "schema": f"{op.name}_(Tensor(a!) {rest[len('Tensor '):]}) -> ()"}
 
 
 def out_schema(op: OpSpec) -> str:

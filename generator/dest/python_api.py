@@ -28,7 +28,11 @@ class Stub:
 
 def emit_package(lib: Library) -> list[GeneratedFile]:
     base = f"python/{lib.namespace}"
-    stubs = [Stub(op.name, wrapper_parameters(op), docstring(op), returns_annotation(op)) for op in lib.ops]
+    stubs = []
+    for op in lib.ops:
+        stubs.append(Stub(op.name, wrapper_parameters(op), docstring(op), returns_annotation(op)))
+        if (ip := inplace(op)) is not None:
+            stubs.append(Stub(f"{op.name}_", ip["params"], ip["docstring"], "Tensor"))
     broadcasting = [op for op in lib.ops if batches_by_broadcasting(op)]
     return [
         GeneratedFile(f"{base}/__init__.py", render("python/__init__.py.j2", ns=lib.namespace, ops=lib.ops)),
@@ -52,8 +56,17 @@ def batches_by_broadcasting(op: OpSpec) -> bool:
 
 
 def has_out(op: OpSpec) -> bool:
-    """Whether the op has an out= overload: every one-output op."""
-    return len(op.schema.returns) == 1
+    """Whether the op has an out= overload (by default every one-output op; see `variants`)."""
+    return "out" in op.variants
+
+
+def inplace(op: OpSpec) -> dict | None:
+    """The in-place wrapper `<op>_`: the schema's parameters, writing into and returning the first."""
+    if "inplace" not in op.variants:
+        return None
+    first = op.schema.arguments[0].name
+    doc = f"In-place {op.name}: writes the result into ``{first}`` (which must have the result's shape and dtype) and returns it.\n"
+    return {"self": first, "params": python.parameters(op.schema.arguments), "docstring": doc}
 
 
 def returns_annotation(op: OpSpec) -> str:
@@ -105,7 +118,7 @@ def emit_op(op: OpSpec, lib: Library) -> list[GeneratedFile]:
     base = f"python/{lib.namespace}"
     params = python.parameters(op.schema.arguments)
     wrapper = render("python/_ops/op.py.j2", op=op, ns=lib.namespace, params=wrapper_parameters(op),
-                     has_out=has_out(op), returns=returns_annotation(op),
+                     has_out=has_out(op), returns=returns_annotation(op), inplace=inplace(op),
                      call=python.call_arguments(op.schema.arguments), docstring=docstring(op))
     if op.reference is not None:
         expression = op.reference

@@ -139,6 +139,36 @@ void add_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, tor
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
+// In place, `add_`: the result is written into 'a', which must already have the result's
+// shape and dtype (no in-place into a broadcast input) and must not partially overlap another input,
+// as ATen checks. Returns nothing, like out=, so torch.compile functionalizes it as a mutation.
+void add_inplace_check(at::Tensor& a, const at::Tensor& b, double alpha, bool _real) {
+  auto [_shape, _dtype] = add_check(a, b, alpha);
+  TORCH_SYM_CHECK(opgen::same_sizes(a.sym_sizes(), _shape), _op, "_(): the result has shape ", opgen::shape_string(_shape),
+                  ", which does not match the shape ", opgen::shape_string(a.sym_sizes()), " of 'a' it is written into");
+  TORCH_CHECK_TYPE(_dtype == a.scalar_type(), _op, "_(): the result has dtype ", opgen::dtype_name(_dtype),
+                   ", which 'a' (", opgen::dtype_name(a.scalar_type()), ") can't hold");
+  if (_real) {
+    at::assert_no_internal_overlap(a);
+    at::assert_no_partial_overlap(a, b);
+  }
+}
+
+void add_inplace_dense(at::Tensor& a, const at::Tensor& b, double alpha) {
+  add_inplace_check(a, b, alpha, true);
+  add_compute(a, b, alpha, a);
+}
+
+void add_inplace_meta(at::Tensor& a, const at::Tensor& b, double alpha) {
+  add_inplace_check(a, b, alpha, false);
+}
+
+void add_inplace_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  opgen::reject_grad_for_out(op, stack, _op, "in-place", "call the out-of-place op");
+  opgen::reject_forward_grad_for_out(op, stack, _op, "in-place", "call the out-of-place op");
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+}
+
 
 // add_backward: every input's gradient in one fused pass over the output's elements, then
 // summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
@@ -194,12 +224,14 @@ std::tuple<at::Tensor, at::Tensor> add_backward_meta(const at::Tensor& grad, dou
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("add.out(Tensor a, Tensor b, *, float alpha=1.0, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
+  m.def("add_(Tensor(a!) a, Tensor b, *, float alpha=1.0) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("add_backward(Tensor grad, float alpha, SymInt[] a__shape, SymInt[] b__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("add", &opgen_ops::add_dense);
   m.impl("add.out", &opgen_ops::add_out_dense);
+  m.impl("add_", &opgen_ops::add_inplace_dense);
   m.impl("add_backward", &opgen_ops::add_backward_dense);
 }
 
@@ -207,6 +239,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
 TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
   m.impl("add", &opgen_ops::add_dense);
   m.impl("add.out", &opgen_ops::add_out_dense);
+  m.impl("add_", &opgen_ops::add_inplace_dense);
   m.impl("add_backward", &opgen_ops::add_backward_dense);
 }
 #endif
@@ -215,16 +248,20 @@ TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("add", &opgen_ops::add_meta);
   m.impl("add.out", &opgen_ops::add_out_meta);
+  m.impl("add_", &opgen_ops::add_inplace_meta);
   m.impl("add_backward", &opgen_ops::add_backward_meta);
 }
 
-// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+// out= and in-place variants are not differentiable: an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("add.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::add_out_autograd>());
+  m.impl("add_",
+         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::add_inplace_autograd>());
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
   m.impl("add.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("add_", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
 }

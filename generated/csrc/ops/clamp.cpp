@@ -214,8 +214,8 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("clamp_backward", &opgen_ops::clamp_backward_meta);
 }
 
-// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+// out= and in-place variants are not differentiable: an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("clamp.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::clamp_out_autograd>());

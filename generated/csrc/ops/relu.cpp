@@ -132,6 +132,35 @@ void relu_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, to
   op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
 }
 
+// In place, `relu_`: the result is written into 'x', which must already have the result's
+// shape and dtype (no in-place into a broadcast input) and must not partially overlap another input,
+// as ATen checks. Returns nothing, like out=, so torch.compile functionalizes it as a mutation.
+void relu_inplace_check(at::Tensor& x, bool _real) {
+  auto [_shape, _dtype] = relu_check(x);
+  TORCH_SYM_CHECK(opgen::same_sizes(x.sym_sizes(), _shape), _op, "_(): the result has shape ", opgen::shape_string(_shape),
+                  ", which does not match the shape ", opgen::shape_string(x.sym_sizes()), " of 'x' it is written into");
+  TORCH_CHECK_TYPE(_dtype == x.scalar_type(), _op, "_(): the result has dtype ", opgen::dtype_name(_dtype),
+                   ", which 'x' (", opgen::dtype_name(x.scalar_type()), ") can't hold");
+  if (_real) {
+    at::assert_no_internal_overlap(x);
+  }
+}
+
+void relu_inplace_dense(at::Tensor& x) {
+  relu_inplace_check(x, true);
+  relu_compute(x, x);
+}
+
+void relu_inplace_meta(at::Tensor& x) {
+  relu_inplace_check(x, false);
+}
+
+void relu_inplace_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  opgen::reject_grad_for_out(op, stack, _op, "in-place", "call the out-of-place op");
+  opgen::reject_forward_grad_for_out(op, stack, _op, "in-place", "call the out-of-place op");
+  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
+}
+
 
 // relu_backward: every input's gradient in one fused pass over the output's elements, then
 // summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
@@ -189,12 +218,14 @@ at::Tensor relu_backward_meta(const at::Tensor& grad, const at::Tensor& x, c10::
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("relu(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("relu.out(Tensor x, *, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
+  m.def("relu_(Tensor(a!) x) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("relu_backward(Tensor grad, Tensor x, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("relu", &opgen_ops::relu_dense);
   m.impl("relu.out", &opgen_ops::relu_out_dense);
+  m.impl("relu_", &opgen_ops::relu_inplace_dense);
   m.impl("relu_backward", &opgen_ops::relu_backward_dense);
 }
 
@@ -202,6 +233,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
 TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
   m.impl("relu", &opgen_ops::relu_dense);
   m.impl("relu.out", &opgen_ops::relu_out_dense);
+  m.impl("relu_", &opgen_ops::relu_inplace_dense);
   m.impl("relu_backward", &opgen_ops::relu_backward_dense);
 }
 #endif
@@ -210,16 +242,20 @@ TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
 TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("relu", &opgen_ops::relu_meta);
   m.impl("relu.out", &opgen_ops::relu_out_meta);
+  m.impl("relu_", &opgen_ops::relu_inplace_meta);
   m.impl("relu_backward", &opgen_ops::relu_backward_meta);
 }
 
-// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+// out= and in-place variants are not differentiable: an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("relu.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::relu_out_autograd>());
+  m.impl("relu_",
+         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::relu_inplace_autograd>());
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
   m.impl("relu.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("relu_", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
 }

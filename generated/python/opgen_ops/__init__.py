@@ -11,16 +11,17 @@ from ._library import load_library, ops
 load_library()
 
 from ._ops.abs_max import abs_max
-from ._ops.add import add
+from ._ops.add import add, add_
 from ._ops.add_n import add_n
 from ._ops.clamp import clamp
 from ._ops.gelu import gelu
+from ._ops.isclose import isclose
 from ._ops.l2_norm import l2_norm
 from ._ops.layer_norm import layer_norm
 from ._ops.linear import linear
 from ._ops.logsumexp import logsumexp
 from ._ops.max import max
-from ._ops.relu import relu
+from ._ops.relu import relu, relu_
 from ._ops.rms import rms
 from ._ops.rms_norm import rms_norm
 from ._ops.sigmoid import sigmoid
@@ -33,15 +34,18 @@ __all__ = [
     "ops",
     'abs_max',
     'add',
+    'add_',
     'add_n',
     'clamp',
     'gelu',
+    'isclose',
     'l2_norm',
     'layer_norm',
     'linear',
     'logsumexp',
     'max',
     'relu',
+    'relu_',
     'rms',
     'rms_norm',
     'sigmoid',

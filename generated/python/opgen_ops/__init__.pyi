@@ -26,6 +26,11 @@ def add(a: Tensor, b: Tensor, *, alpha: float = 1.0, out: Optional[Tensor] = Non
     """
     ...
 
+def add_(a: Tensor, b: Tensor, *, alpha: float = 1.0) -> Tensor:
+    """In-place add: writes the result into ``a`` (which must have the result's shape and dtype) and returns it.
+    """
+    ...
+
 def add_n(xs: Sequence[Tensor], *, out: Optional[Tensor] = None) -> Tensor:
     """Sum of one or more tensors of one shape, in one pass over memory (no intermediate sums).
 
@@ -44,6 +49,13 @@ def gelu(x: Tensor, *, approximate: str = 'tanh', out: Optional[Tensor] = None) 
     """Gaussian error linear unit. `approximate='tanh'` (the default) uses the tanh approximation `0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))`; `approximate='none'` the exact `0.5 * x * (1 + erf(x / sqrt(2)))`.
 
     Schema: ``gelu(Tensor x, *, str approximate='tanh') -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def isclose(a: Tensor, b: Tensor, *, rtol: float = 1e-05, atol: float = 1e-08, out: Optional[Tensor] = None) -> Tensor:
+    """Elementwise `|a - b| <= atol + rtol * |b|`, as a bool tensor, with broadcasting (NaN is never close).
+
+    Schema: ``isclose(Tensor a, Tensor b, *, float rtol=1e-05, float atol=1e-08) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     ...
 
@@ -86,6 +98,11 @@ def relu(x: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
     """Rectified linear unit, `max(x, 0)`; NaN stays NaN.
 
     Schema: ``relu(Tensor x) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def relu_(x: Tensor) -> Tensor:
+    """In-place relu: writes the result into ``x`` (which must have the result's shape and dtype) and returns it.
     """
     ...
 

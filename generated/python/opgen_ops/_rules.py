@@ -20,7 +20,7 @@ import sys
 import torch
 
 NAMESPACE = 'opgen_ops'
-OPS = ('add', 'add_n', 'clamp', 'gelu', 'relu', 'sigmoid', 'softplus', 'weighted_sum')
+OPS = ('add', 'add_n', 'clamp', 'gelu', 'isclose', 'relu', 'sigmoid', 'softplus', 'weighted_sum')
 # <op>_backward: number of gradients it returns (its last arguments are their input shapes)
 BACKWARDS = {'add_backward': 2, 'clamp_backward': 1, 'gelu_backward': 1, 'relu_backward': 1, 'sigmoid_backward': 1, 'softplus_backward': 1, 'weighted_sum_backward': 2}
 

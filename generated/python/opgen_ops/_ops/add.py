@@ -23,3 +23,13 @@ def add(a: Tensor, b: Tensor, *, alpha: float = 1.0, out: Optional[Tensor] = Non
         return _op(a, b, alpha=alpha)
     _op_out(a, b, alpha=alpha, out=out)
     return out
+
+
+_op_inplace = torch.ops.opgen_ops.add_.default
+
+
+def add_(a: Tensor, b: Tensor, *, alpha: float = 1.0) -> Tensor:
+    """In-place add: writes the result into ``a`` (which must have the result's shape and dtype) and returns it.
+    """
+    _op_inplace(a, b, alpha=alpha)
+    return a

@@ -23,3 +23,13 @@ def relu(x: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
         return _op(x)
     _op_out(x, out=out)
     return out
+
+
+_op_inplace = torch.ops.opgen_ops.relu_.default
+
+
+def relu_(x: Tensor) -> Tensor:
+    """In-place relu: writes the result into ``x`` (which must have the result's shape and dtype) and returns it.
+    """
+    _op_inplace(x)
+    return x

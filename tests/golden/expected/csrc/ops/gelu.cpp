@@ -214,8 +214,8 @@ TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("gelu_backward", &golden::gelu_backward_meta);
 }
 
-// out= variants are not differentiable (as in ATen): an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of `out`.
+// out= and in-place variants are not differentiable: an error at the call if an argument requires
+// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(golden, Autograd, m) {
   m.impl("gelu.out",
          torch::CppFunction::makeFromBoxedFunction<&golden::gelu_out_autograd>());
