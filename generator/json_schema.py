@@ -7,7 +7,7 @@ from typing import Any
 
 from .dtypes import DTYPES, GROUPS
 from .functions import FUNCTIONS
-from .model import COMBINES, KERNEL_KEYS, REDUCE_KEYS, TEST_KEYS, TOP_KEYS
+from .model import COMBINES, KERNEL_KEYS, REDUCE_KEYS, TEST_KEYS, TOP_KEYS, VARIANTS
 
 SCHEMA_ID = "https://opgen.dev/schemas/spec-v1.json"
 
@@ -48,6 +48,8 @@ def spec_schema() -> dict[str, Any]:
                                 "properties": {"kernel": {"type": "object", "additionalProperties": False, "required": ["cpu"],
                                                           "properties": {"cpu": {"type": "string"}, "cuda": {"type": "string"}}}}},
                                {"type": "object", "not": {"required": ["kernel"]}, "additionalProperties": expression}]},
+        "variants": {"type": "array", "uniqueItems": True, "items": {"enum": list(VARIANTS)},
+                     "description": "Extra overloads: out (<op>.out, the default for one-output ops) and inplace (<op>_)."},
         "reference": {"type": "string", "description": "A torch expression used by tests as the oracle."},
         "test": {"type": "object", "additionalProperties": False, "properties": {
             "ranges": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"},

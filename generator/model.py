@@ -192,7 +192,7 @@ class OpSpec:
         if self.doc:
             d["doc"] = self.doc
         d["dtypes"] = [t.name for t in self.dtypes]
-        d["shape"] = str(self.shape)
+        d["shape"] = [E.unparse(s) for s in self.shape.sizes] if self.shape.kind == "explicit" else str(self.shape)
         if self.checks:
             d["checks"] = [c.text for c in self.checks]
         if isinstance(self.kernel, ReduceKernel):
@@ -592,6 +592,9 @@ class _SpecParser:
         if kind != E.ELEM or E.names_in(e) != {"a", "b"}:
             raise self.err(path + ("combine",), "a custom combine folds two accumulators 'a' and 'b' into one, e.g. maximum(a, b)")
         identity = None
+        if "identity" not in spec:
+            raise self.err(path, "a custom combine needs an 'identity', its value over no elements (e.g. 0 for maximum(a, b) of "
+                                 "absolute values, -inf for maximum(a, b))")
         if "identity" in spec:
             v = spec["identity"]
             if isinstance(v, str) and v.strip() in ("inf", "-inf"):

@@ -17,4 +17,8 @@ namespace opgen_ops {
 // (contiguous, shape same(xs), never empty).
 void add_n_cpu(const at::Tensor& out, at::TensorList xs);
 
+// Forward (cuda, specs/add_n.cu): writes the result into `out`, allocated by opgen
+// (contiguous, shape same(xs), never empty).
+void add_n_cuda(const at::Tensor& out, at::TensorList xs);
+
 }  // namespace opgen_ops

@@ -3,7 +3,7 @@
 //
 // add_n: Sum of one or more tensors of one shape, in one pass over memory (no intermediate sums).
 // add_n(Tensor[] xs) -> Tensor
-// Kernels hand-written in specs/add_n.cpu.cpp; validation, output allocation,
+// Kernels hand-written in specs/add_n.cpu.cpp, specs/add_n.cu; validation, output allocation,
 // the Meta kernel, out= and registration are generated.
 #include "../opgen_runtime.h"
 #include "../kernels/add_n_kernel.h"
@@ -69,6 +69,11 @@ void add_n_compute(at::TensorList xs, const at::Tensor& _out) {
   }
   const bool _direct = _out.is_contiguous();
   const at::Tensor _result = _direct ? _out : at::empty(_out.sizes(), _out.options());
+#if defined(OPGEN_WITH_CUDA)
+  if (_result.is_cuda()) {
+    add_n_cuda(_result, _xs);
+  } else
+#endif
   {
     TORCH_CHECK(_result.is_cpu(), _op, "(): no kernel for device ", _result.device());
     add_n_cpu(_result, _xs);
@@ -115,6 +120,13 @@ TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
   m.impl("add_n", &opgen_ops::add_n_dense);
   m.impl("add_n.out", &opgen_ops::add_n_out_dense);
 }
+
+#if defined(OPGEN_WITH_CUDA)
+TORCH_LIBRARY_IMPL(opgen_ops, CUDA, m) {
+  m.impl("add_n", &opgen_ops::add_n_dense);
+  m.impl("add_n.out", &opgen_ops::add_n_out_dense);
+}
+#endif
 
 // With an empty tensor list the dispatcher has no device to choose a kernel by; this one then
 // runs the checks, which name the argument.

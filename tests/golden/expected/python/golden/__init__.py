@@ -12,7 +12,9 @@ load_library()
 
 from ._ops.clamp import clamp
 from ._ops.gelu import gelu
+from ._ops.isclose import isclose
 from ._ops.l2_norm import l2_norm
+from ._ops.linear import linear
 from ._ops.max import max
 from ._ops.scale_rows import scale_rows
 from ._ops.weighted_sum import weighted_sum
@@ -22,7 +24,9 @@ __all__ = [
     "ops",
     'clamp',
     'gelu',
+    'isclose',
     'l2_norm',
+    'linear',
     'max',
     'scale_rows',
     'weighted_sum',

@@ -26,10 +26,24 @@ def gelu(x: Tensor, *, approximate: str = 'tanh', out: Optional[Tensor] = None) 
     """
     ...
 
+def isclose(a: Tensor, b: Tensor, *, rtol: float = 1e-05, atol: float = 1e-08, out: Optional[Tensor] = None) -> Tensor:
+    """Elementwise `|a - b| <= atol + rtol * |b|`, as a bool tensor, with broadcasting (NaN is never close).
+
+    Schema: ``isclose(Tensor a, Tensor b, *, float rtol=1e-05, float atol=1e-08) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
 def l2_norm(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
     """Euclidean norm over `dim`, sqrt of the sum of squares.
 
     Schema: ``l2_norm(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def linear(x: Tensor, w: Tensor, bias: Optional[Tensor] = None, *, out: Optional[Tensor] = None) -> Tensor:
+    """`x @ w.T + bias` for a matrix `x` [n, k] and weights `w` [m, k]; `bias` [m] is optional. The hand-written kernel calls ATen's GEMM.
+
+    Schema: ``linear(Tensor x, Tensor w, Tensor? bias=None) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     ...
 

@@ -20,7 +20,7 @@ import sys
 import torch
 
 NAMESPACE = 'golden'
-OPS = ('clamp', 'gelu', 'weighted_sum')
+OPS = ('clamp', 'gelu', 'isclose', 'weighted_sum')
 # <op>_backward: number of gradients it returns (its last arguments are their input shapes)
 BACKWARDS = {'clamp_backward': 1, 'gelu_backward': 1, 'weighted_sum_backward': 2}
 

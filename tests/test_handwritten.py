@@ -1,0 +1,141 @@
+"""Hand-written kernels: the shipped rms_norm, layer_norm, linear and add_n beyond their generated
+property tests, and the stub lifecycle in a fresh project (written once, compiled, never
+overwritten, reported by `opgen check` when missing)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+
+def test_optional_bias(built_ops):
+    x, w, b = torch.randn(4, 3, dtype=torch.float64), torch.randn(5, 3, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    torch.testing.assert_close(built_ops.linear(x, w, b), x @ w.T + b)
+    torch.testing.assert_close(built_ops.linear(x, w), x @ w.T)
+    torch.testing.assert_close(built_ops.linear(x, w, None), x @ w.T)
+    with pytest.raises(ValueError, match=r"opgen_ops.linear\(\): argument 'bias' must have shape \[5\]"):
+        built_ops.linear(x, w, torch.randn(4, dtype=torch.float64))
+    leaves = [t.clone().requires_grad_() for t in (x, w)]
+    built_ops.linear(*leaves).sum().backward()  # no bias: its gradient is never asked for
+    assert all(t.grad is not None for t in leaves)
+
+
+def test_add_n_lists(built_ops):
+    xs = [torch.randn(3, 4) for _ in range(11)]  # more than one CUDA chunk, on CPU one pass
+    torch.testing.assert_close(built_ops.add_n(xs), torch.stack(xs).sum(0))
+    ints = [torch.arange(6, dtype=torch.int32).reshape(2, 3)] * 3
+    got = built_ops.add_n(ints)
+    assert got.dtype == torch.int32 and got.tolist() == [[0, 3, 6], [9, 12, 15]]
+    mixed = built_ops.add_n([torch.ones(2, dtype=torch.float32), torch.ones(2, dtype=torch.float64)])
+    assert mixed.dtype == torch.float64
+    with pytest.raises(ValueError, match=r"opgen_ops.add_n\(\): argument 'xs' must hold at least one tensor"):
+        built_ops.add_n([])
+    with pytest.raises(RuntimeError, match=r"argument 'xs' holds tensors of shapes \[2\] and \[3\]"):
+        built_ops.add_n([torch.zeros(2), torch.zeros(3)])
+    a = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda t: built_ops.add_n([t, t * 2, t]), (a,))
+
+
+def test_normalizations_match_torch(built_ops):
+    torch.manual_seed(0)
+    for dtype, tol in ((torch.float32, 2e-5), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
+        x = torch.randn(300, 257, dtype=dtype)
+        w, b = torch.randn(257, dtype=dtype), torch.randn(257, dtype=dtype)
+        torch.testing.assert_close(built_ops.layer_norm(x, w, b).double(),
+                                   torch.nn.functional.layer_norm(x.double(), (257,), w.double(), b.double()), atol=tol, rtol=tol)
+        ref = x.double() * torch.rsqrt((x.double() ** 2).mean(-1, keepdim=True) + 1e-6) * w.double()
+        torch.testing.assert_close(built_ops.rms_norm(x, w).double(), ref, atol=tol, rtol=tol)
+    xt = torch.randn(8, 6).t()  # non-contiguous input: the kernel sees it as is
+    w6 = torch.randn(8)
+    torch.testing.assert_close(built_ops.rms_norm(xt, w6), xt * torch.rsqrt((xt * xt).mean(-1, keepdim=True) + 1e-6) * w6)
+
+
+def test_handwritten_backward_limits_are_errors(built_ops):
+    x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda a, b: built_ops.rms_norm(a, b), (x, w))
+    with pytest.raises(RuntimeError, match="derivative for opgen_ops::rms_norm_backward is not implemented"):
+        torch.autograd.gradgradcheck(lambda a, b: built_ops.rms_norm(a, b), (x, w))
+    from torch.autograd.forward_ad import dual_level, make_dual
+
+    with dual_level(), pytest.raises(RuntimeError, match=r"opgen_ops.rms_norm\(\): forward-mode AD .* not implemented for ops with hand-written kernels"):
+        built_ops.rms_norm(make_dual(x.detach(), torch.ones_like(x)), w.detach())
+    b = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradgradcheck(lambda a, c, d: built_ops.layer_norm(a, c, d), (x, w, b))
+
+
+def test_compiled_backward_traces_the_handwritten_backward(built_ops):
+    torch._dynamo.reset()
+    x = torch.randn(5, 8, requires_grad=True)
+    w = torch.randn(8, requires_grad=True)
+    f = torch.compile(lambda a, b: built_ops.rms_norm(a, b).square().sum(), backend="aot_eager", fullgraph=True)
+    f(x, w).backward()
+    gx, gw = x.grad, w.grad
+    x.grad = w.grad = None
+    built_ops.rms_norm(x, w).square().sum().backward()
+    torch.testing.assert_close((gx, gw), (x.grad, w.grad))
+
+
+SPEC = """\
+signature: shift(Tensor x, Tensor? offset=None, *, float scale=1.0) -> Tensor
+dtypes: [float32, float64]
+shape: same(x)
+kernel:
+  cpu: shift.cpu.cpp
+gradient:
+  x: grad * scale
+  offset: grad
+reference: x * scale + (offset if offset is not None else 0)
+test:
+  shapes: {x: [3, 4], offset: [4]}
+"""
+
+KERNEL = """
+  const at::Tensor r = offset.has_value() ? x * scale + *offset : x * scale;
+  out.copy_(r);
+}
+"""
+
+
+def _opgen(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "opgen", "--project", str(project), *args], capture_output=True, text=True)
+
+
+def test_stub_lifecycle(tmp_path):
+    project = tmp_path / "proj"
+    assert _opgen(project, "init", "--namespace", "stubbed").returncode == 0, "init"
+    for old in (project / "specs").glob("*.yaml"):
+        old.unlink()
+    (project / "specs" / "shift.yaml").write_text(SPEC)
+    gen = _opgen(project, "generate")
+    assert gen.returncode == 0, gen.stderr
+    stub = project / "specs" / "shift.cpu.cpp"
+    assert "wrote specs/shift.cpu.cpp (a stub of a hand-written kernel" in gen.stdout
+    text = stub.read_text()
+    assert "void shift_cpu(const at::Tensor& out, const at::Tensor& x, const std::optional<at::Tensor>& offset, double scale)" in text
+    assert _opgen(project, "check").returncode == 0
+    build = _opgen(project, "build")
+    assert build.returncode == 0, build.stdout + build.stderr  # the stub compiles as written
+    call = "import sys, torch, opgen; ops = opgen.load(sys.argv[1]); print(ops.shift(torch.ones(2, 4), torch.ones(4), scale=2.0).tolist())"
+    run = subprocess.run([sys.executable, "-c", call, str(project)], capture_output=True, text=True)
+    assert run.returncode != 0 and "stubbed.shift(): the CPU kernel in specs/shift.cpu.cpp is still the stub opgen wrote" in run.stderr
+    # the user writes the body; generate never touches it again
+    body = text[: text.index(") {", text.index("void shift_cpu")) + 3] + KERNEL + "\n}  // namespace stubbed\n"
+    stub.write_text(body)
+    assert _opgen(project, "generate").returncode == 0 and stub.read_text() == body
+    assert _opgen(project, "build").returncode == 0
+    run = subprocess.run([sys.executable, "-c", call, str(project)], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "[[3.0, 3.0, 3.0, 3.0], [3.0, 3.0, 3.0, 3.0]]"
+    tests = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project / "generated" / "tests")],
+                           capture_output=True, text=True, cwd=project)
+    assert tests.returncode == 0, tests.stdout[-3000:]
+    stub.unlink()
+    check = _opgen(project, "check")
+    assert check.returncode == 1 and "missing hand-written kernel specs/shift.cpu.cpp; run `opgen generate` to write a stub" in check.stderr
+    shutil.rmtree(project / "build", ignore_errors=True)

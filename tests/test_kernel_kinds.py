@@ -1,0 +1,181 @@
+"""The spec language beyond pointwise: reductions, hand-written kernels, bool outputs and
+variants. Parsing and located errors (no build); tests/test_reductions.py and
+tests/test_handwritten.py run the shipped ops."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import yaml
+
+from opgen import tensor_expr as T
+from opgen.errors import SpecError
+from opgen.model import CustomKernel, OpSpec, ReduceKernel
+from opgen.yaml_source import load_spec_source
+
+SUM_SQUARES = """\
+signature: sum_squares(Tensor x, int[1] dim, bool keepdim=False) -> Tensor
+dtypes: [floating]
+shape: reduce(x, dim, keepdim)
+kernel:
+  reduce: {map: x * x, combine: sum}
+gradient:
+  x: 2 * x * grad
+"""
+
+LINEAR = """\
+signature: linear(Tensor x, Tensor w, Tensor? bias=None) -> Tensor
+dtypes: [float32, float64]
+shape: [x.size(0), w.size(0)]
+checks: ["x.dim() == 2", "w.dim() == 2", "x.size(1) == w.size(1)"]
+kernel:
+  cpu: linear.cpu.cpp
+gradient:
+  x: grad.mm(w)
+  w: grad.t().mm(x)
+  bias: grad.sum(0)
+reference: torch.nn.functional.linear(x, w, bias)
+"""
+
+
+def parse(text: str, name: str) -> OpSpec:
+    return OpSpec.parse(load_spec_source(f"specs/{name}.yaml", textwrap.dedent(text).encode()))
+
+
+def error(text: str, name: str) -> SpecError:
+    with pytest.raises(SpecError) as info:
+        parse(text, name)
+    return info.value
+
+
+def round_trips(op: OpSpec) -> None:
+    again = OpSpec.parse(load_spec_source(op.path, yaml.safe_dump(op.to_dict(), sort_keys=False).encode()))
+    assert again == op and again.to_dict() == op.to_dict()
+
+
+def test_reduction_parses_and_round_trips():
+    op = parse(SUM_SQUARES, "sum_squares")
+    assert op.is_reduction and isinstance(op.kernel, ReduceKernel)
+    assert str(op.shape) == "reduce(x, dim, keepdim)" and op.kernel.combine == "sum" and op.variants == ("out",)
+    round_trips(op)
+    custom = parse(SUM_SQUARES.replace("reduce: {map: x * x, combine: sum}", "reduce: {map: abs(x), combine: 'maximum(a, b)', identity: -inf, post: sqrt(acc)}")
+                   .replace("2 * x * grad", "grad"), "sum_squares")
+    assert custom.kernel.combine == "custom" and custom.kernel.identity == float("-inf")
+    round_trips(custom)
+
+
+def test_max_with_indices():
+    text = """\
+    signature: max(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)
+    dtypes: [floating]
+    shape: reduce(x, dim, keepdim)
+    kernel:
+      reduce: {map: x, combine: max}
+    gradient: auto
+    """
+    op = parse(text, "max")
+    assert op.has_indices and op.variants == ()
+    round_trips(op)
+
+
+@pytest.mark.parametrize("old, new, line, col, message", [
+    ("reduce(x, dim, keepdim)", "reduce(y, dim, keepdim)", 3, 15, "reduce() reduces a tensor input; tensor inputs are: x"),
+    ("reduce(x, dim, keepdim)", "reduce(x, keepdim)", 3, 18, "'keepdim' must be an 'int' or 'int[]' argument"),
+    ("reduce(x, dim, keepdim)", "reduce(x, dim, dim)", 3, 23, "'dim' must be a 'bool' argument"),
+    ("combine: sum}", "combine: summ}", 5, 33, "unknown combine 'summ'; use one of sum, mean, prod, max, min, logsumexp"),
+    ("combine: sum}", "combine: 'a + x'}", 5, 38, "unknown name 'x' in combine expression"),
+    ("combine: sum}", "combine: 'a + b'}", 5, 11, "a custom combine needs an 'identity'"),
+    ("combine: sum}", "combine: sum, identity: 0}", 5, 38, "'sum' has a built-in identity"),
+    ("combine: sum}", "combine: sum, post: sqrt(x)}", 5, 49, "unknown name 'x' in post expression"),
+    ("map: x * x,", "map: x > 0,", 5, 17, "the map must compute a number from 'x'"),
+    ("shape: reduce(x, dim, keepdim)", "shape: same(x)", 3, 8, "a reduction kernel needs the shape rule reduce(x, dim, keepdim)"),
+    ("dtypes: [floating]", "dtypes: [int64]", 2, 9, "reductions accumulate in floating point"),
+    ("  x: 2 * x * grad", "  x: 2 * x * grad * count * y", 7, 29, "unknown name 'y' in gradient formula"),
+    ("-> Tensor", "-> (Tensor a, Tensor b)", 5, 33, "only max and min return indices"),
+])
+def test_reduction_errors(old, new, line, col, message):
+    assert old in SUM_SQUARES
+    e = error(SUM_SQUARES.replace(old, new), "sum_squares")
+    assert message in e.message, e.message
+    assert (e.location.line, e.location.col) == (line, col), str(e)
+
+
+def test_reduction_auto_gradient_is_limited_to_derivable_combines():
+    e = error(SUM_SQUARES.replace("combine: sum}", "combine: prod}").replace("gradient:\n  x: 2 * x * grad", "gradient: auto"), "sum_squares")
+    assert "'auto' derives gradients of sum, mean and logsumexp" in e.message
+
+
+def test_handwritten_kernel_parses_and_round_trips():
+    op = parse(LINEAR, "linear")
+    assert op.is_custom and op.kernel == CustomKernel("linear.cpu.cpp")
+    assert [n for n, _ in op.gradient.tensor_formulas] == ["x", "w", "bias"]
+    round_trips(op)
+    with_backward = parse(LINEAR.replace("  x: grad.mm(w)\n  w: grad.t().mm(x)\n  bias: grad.sum(0)",
+                                         "  kernel: {cpu: linear_backward.cpu.cpp, cuda: linear_backward.cu}"), "linear")
+    assert with_backward.gradient.kernel == CustomKernel("linear_backward.cpu.cpp", "linear_backward.cu")
+    round_trips(with_backward)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("cpu: linear.cpu.cpp", "cpu: ../linear.cpu.cpp", "a kernel file is a path relative to the spec's folder"),
+    ("cpu: linear.cpu.cpp", "cpu: /tmp/linear.cpp", "a kernel file is a path relative to the spec's folder"),
+    ("cpu: linear.cpu.cpp", "cpu: linear.cu", "a cpu kernel file ends in .cpp or .cc"),
+    ("cpu: linear.cpu.cpp", "cuda: linear.cu", "a hand-written kernel needs at least its CPU file"),
+    ("cpu: linear.cpu.cpp", "cpu: linear.cpu.cpp\n  pointwise: x", "give one kernel kind"),
+    ("reference: torch.nn.functional.linear(x, w, bias)\n", "", "a hand-written kernel needs a 'reference'"),
+    ("  x: grad.mm(w)", "  x: grad.mm(w, x)", "'mm' takes 1 arguments, got 2"),
+    ("  x: grad.mm(w)", "  x: grad.mmm(w)", "unknown tensor method 'mmm'"),
+    ("  x: grad.mm(w)", "  x: grad.mm(bias)", "unknown name 'bias' in gradient formula"),
+    ("  x: grad.mm(w)", "  x: grad.sum(w)", "argument 1 of 'sum' must be a dim or a list of dims"),
+    ("  x: grad.mm(w)", "  x: torch.mm(grad, w)", "unknown name 'torch' in gradient formula"),
+    ("  x: grad.mm(w)", "  x: eps.mm(w)", "unknown name 'eps'"),
+    ("  x: grad.mm(w)", "  x: grad.t(0)", "'t' takes 0 arguments, got 1"),
+    ("  x: grad.mm(w)", "  y: grad", "'y' is not a tensor input; gradients are for: x, w, bias"),
+    ("shape: [x.size(0), w.size(0)]", "shape: same(bias)", "the shape rule can use plain 'Tensor' inputs"),
+    ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' is not a tensor"),
+])
+def test_handwritten_errors(old, new, message):
+    assert old in LINEAR
+    e = error(LINEAR.replace(old, new), "linear")
+    assert message in e.message, e.message
+
+
+def test_tensor_formulas_print_as_aten():
+    names = {"grad": T.TENSOR, "x": T.TENSOR, "eps": T.NUMBER}
+    f = T.parse_formula("(x - x.mean(-1, True)) * (grad.sum([0, 1]) + eps) ** 2", names)
+    assert f.text == "(x - x.mean(-1, True)) * (grad.sum([0, 1]) + eps) ** 2"
+    assert T.parse_formula(f.text, names) == f
+    assert T.cpp(f.expr, names) == (
+        "((x - x.mean(at::IntArrayRef{int64_t{-1}}, true)) * (grad.sum(at::IntArrayRef{int64_t{0}, int64_t{1}}, false) "
+        "+ static_cast<double>(eps)).pow(static_cast<double>(int64_t{2})))")
+
+
+def test_bool_output_and_variants():
+    text = """\
+    signature: isclose(Tensor a, Tensor b, *, float atol=1e-8) -> Tensor
+    dtypes: [floating]
+    shape: broadcast(a, b)
+    kernel:
+      pointwise: abs(a - b) <= atol
+    variants: [inplace]
+    """
+    e = error(text, "isclose")
+    assert "an in-place variant writes a pointwise op's result into its first argument" in e.message
+    op = parse(text.replace("    variants: [inplace]\n", "    variants: []\n"), "isclose")
+    assert op.kernel.bool_output and op.variants == ()
+    round_trips(op)
+    assert "a comparison's output is bool and has no gradient" in error(text.replace("    variants: [inplace]\n", "    gradient: auto\n"), "isclose").message
+    relu = """\
+    signature: relu(Tensor x) -> Tensor
+    dtypes: [floating]
+    shape: same(x)
+    kernel:
+      pointwise: maximum(x, 0)
+    variants: [inplace, out]
+    """
+    op = parse(relu, "relu")
+    assert op.variants == ("out", "inplace")
+    round_trips(op)
+    assert "unknown variant 'in_place'" in error(relu.replace("[inplace, out]", "[in_place]"), "relu").message
+    assert "'out' is listed twice" in error(relu.replace("[inplace, out]", "[out, out]"), "relu").message
