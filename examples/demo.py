@@ -28,6 +28,19 @@ cases = [
     ("softplus(x, beta=2)", opgen_ops.softplus(x, beta=2.0), F.softplus(x, beta=2.0)),
     ("clamp(x, min=-1, max=1)", opgen_ops.clamp(x, min=-1.0, max=1.0), x.clamp(-1, 1)),
     ("gelu(x.bfloat16())", opgen_ops.gelu(x.bfloat16()).float(), F.gelu(x.bfloat16().double(), approximate="tanh").bfloat16()),
+    ("isclose(a, a + 1e-7)", opgen_ops.isclose(a, a + 1e-7).float(), torch.isclose(a, a + 1e-7).float()),
+    # reductions, generated from map/combine/post
+    ("sum_squares(x, [1])", opgen_ops.sum_squares(x, [1]), (x * x).sum(1)),
+    ("l2_norm(x, [0], keepdim=True)", opgen_ops.l2_norm(x, [0], True), torch.linalg.vector_norm(x, dim=0, keepdim=True)),
+    ("logsumexp(x * 100, [-1])", opgen_ops.logsumexp(x * 100, [-1]), torch.logsumexp(x * 100, -1)),
+    ("rms(x, [])", opgen_ops.rms(x, []), (x * x).mean().sqrt()),
+    ("abs_max(x, [1])", opgen_ops.abs_max(x, [1]), x.abs().amax(1)),
+    ("max(x, 1).values", opgen_ops.max(x, 1)[0], x.max(1).values),
+    # hand-written kernels (specs/*.cpu.cpp), everything around them generated
+    ("rms_norm(x, w)", opgen_ops.rms_norm(x, b), x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * b),
+    ("layer_norm(x, w, b)", opgen_ops.layer_norm(x, b, b), F.layer_norm(x, (64,), b, b)),
+    ("linear(x, w[:8], bias)", opgen_ops.linear(x, a[:8], b[:8]), F.linear(x, a[:8], b[:8])),
+    ("add_n([a, x, a])", opgen_ops.add_n([a, x, a]), a + x + a),
 ]
 print(f"{'op':32} {'shape':>14} {'max |diff| vs torch':>20}")
 for name, got, want in cases:

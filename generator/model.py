@@ -764,7 +764,7 @@ _REFERENCE_NODES = (
     ast.Expression, ast.Name, ast.Load, ast.Attribute, ast.Call, ast.keyword, ast.Constant, ast.BinOp, ast.UnaryOp,
     ast.Compare, ast.BoolOp, ast.IfExp, ast.List, ast.Tuple, ast.Subscript, ast.Slice,
     ast.Add, ast.Sub, ast.Mult, ast.Div, ast.FloorDiv, ast.Pow, ast.Mod, ast.USub, ast.UAdd, ast.Not,
-    ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq, ast.And, ast.Or,
+    ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Eq, ast.NotEq, ast.Is, ast.IsNot, ast.And, ast.Or,
 )
 
 

@@ -108,7 +108,8 @@ def _opgen(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_stub_lifecycle(tmp_path):
     project = tmp_path / "proj"
-    assert _opgen(project, "init", "--namespace", "stubbed").returncode == 0, "init"
+    init = subprocess.run([sys.executable, "-m", "opgen", "init", "--namespace", "stubbed", str(project)], capture_output=True, text=True)
+    assert init.returncode == 0, init.stderr
     for old in (project / "specs").glob("*.yaml"):
         old.unlink()
     (project / "specs" / "shift.yaml").write_text(SPEC)
