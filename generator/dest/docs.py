@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..library import Library
-from ..model import OpSpec, ReduceKernel
+from ..model import CustomKernel, OpSpec, ReduceKernel
 from ..render import markdown_code as md_code
 from ..render import render
+from .custom import spec_relative
 from .files import GeneratedFile
 from .op_context import dtype_names
 
@@ -16,15 +17,24 @@ def _gradient(op: OpSpec) -> str:
         return "none (not differentiable)"
     if op.gradient.auto:
         return "derived from the kernel (auto)"
+    if op.gradient.kernel is not None:
+        return "hand-written backward: " + ", ".join(f"{d} {spec_relative(op, f)}" for d, f in op.gradient.kernel.files().items())
+    if op.gradient.tensor_formulas:
+        return "; ".join(f"{n}: {f.text}" for n, f in op.gradient.tensor_formulas)
     return "; ".join(f"{n}: {E.unparse(f)}" for n, f in op.gradient.formulas)
 
 
 def _example(op: OpSpec, ns: str) -> str:
     lines = ["import torch", ""]
     args = []
+    example = dict(op.test.shapes)
     for a in op.tensor_inputs:
-        lines.append(f"{a.name} = torch.randn(4, 8)")
-        args.append(a.name)
+        shape = ", ".join(str(n) for n in example.get(a.name, (4, 8)))
+        if a.type.is_list:
+            lines.append(f"{a.name} = [torch.randn({shape}), torch.randn({shape})]")
+        else:
+            lines.append(f"{a.name} = torch.randn({shape})")
+        args.append(f"{a.name}={a.name}" if a.kwarg_only else a.name)
     for a in op.attributes:
         if not a.has_default:
             value = {"float": "1.0", "int": "1", "bool": "True", "str": "''", "Scalar": "1.0"}.get(a.type.base, "None")
@@ -42,7 +52,9 @@ def _kernel(op: OpSpec) -> str:
         if k.post is not None:
             parts.append(f"post {md_code(E.unparse(k.post))}")
         return "reduce: " + ", ".join(parts)
-    return f"pointwise: {md_code(k.text)}"
+    if isinstance(k, CustomKernel):
+        return "hand-written: " + ", ".join(f"{device} {md_code(spec_relative(op, f))}" for device, f in k.files().items())
+    return f"pointwise: {md_code(k.text)}" + (" (bool output)" if k.bool_output else "")
 
 
 def emit_op(op: OpSpec, lib: Library) -> GeneratedFile:
