@@ -10,14 +10,15 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 namespace opgen_ops {
 
 void add_n_cpu(const at::Tensor& out, at::TensorList xs) {
-  // One pass over memory: every output element sums the inputs' elements (in opmath for half and
-  // bfloat16), with no intermediate tensors.
+  // One pass over memory, block by block: each input is added into an opmath buffer that stays
+  // in L1 (simple loops the compiler vectorizes), then the block is rounded into `out` once.
   std::vector<at::Tensor> inputs;
   inputs.reserve(xs.size());
   for (const at::Tensor& t : xs) {
@@ -26,18 +27,30 @@ void add_n_cpu(const at::Tensor& out, at::TensorList xs) {
   const int64_t numel = out.numel();
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, out.scalar_type(), "add_n_cpu", [&] {
     using acc_t = at::opmath_type<scalar_t>;
+    constexpr int64_t kBlock = 1024;
     std::vector<const scalar_t*> ptrs;
     for (const at::Tensor& t : inputs) {
       ptrs.push_back(t.const_data_ptr<scalar_t>());
     }
     scalar_t* y = out.mutable_data_ptr<scalar_t>();
-    at::parallel_for(0, numel, at::internal::GRAIN_SIZE, [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        acc_t sum = 0;
-        for (const scalar_t* p : ptrs) {
-          sum += static_cast<acc_t>(p[i]);
+    at::parallel_for(0, numel, std::max<int64_t>(kBlock, at::internal::GRAIN_SIZE / static_cast<int64_t>(ptrs.size())),
+                     [&](int64_t begin, int64_t end) {
+      acc_t sum[kBlock];
+      for (int64_t start = begin; start < end; start += kBlock) {
+        const int64_t n = std::min(kBlock, end - start);
+        const scalar_t* first = ptrs[0] + start;
+        for (int64_t i = 0; i < n; ++i) {
+          sum[i] = static_cast<acc_t>(first[i]);
         }
-        y[i] = static_cast<scalar_t>(sum);
+        for (size_t k = 1; k < ptrs.size(); ++k) {
+          const scalar_t* p = ptrs[k] + start;
+          for (int64_t i = 0; i < n; ++i) {
+            sum[i] += static_cast<acc_t>(p[i]);
+          }
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          y[start + i] = static_cast<scalar_t>(sum[i]);
+        }
       }
     });
   });

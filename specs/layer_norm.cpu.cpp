@@ -32,16 +32,33 @@ void layer_norm_cpu(const at::Tensor& out, const at::Tensor& x, const at::Tensor
       for (int64_t r = begin; r < end; ++r) {
         const scalar_t* xr = X + r * n;
         scalar_t* yr = Y + r * n;
-        // Welford: one pass, stable for large means.
-        acc_t mean = 0, m2 = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          const acc_t v = static_cast<acc_t>(xr[j]);
-          const acc_t delta = v - mean;
-          mean += delta / static_cast<acc_t>(j + 1);
-          m2 += delta * (v - mean);
+        // Two passes in opmath with four partial sums each (the compiler vectorizes neither a
+        // single running sum nor Welford's division): the mean, then the centered sum of squares.
+        acc_t s[4] = {0, 0, 0, 0};
+        int64_t j = 0;
+        for (; j + 4 <= n; j += 4) {
+          for (int k = 0; k < 4; ++k) {
+            s[k] += static_cast<acc_t>(xr[j + k]);
+          }
         }
+        for (; j < n; ++j) {
+          s[0] += static_cast<acc_t>(xr[j]);
+        }
+        const acc_t mean = (s[0] + s[1] + s[2] + s[3]) / static_cast<acc_t>(n);
+        acc_t q[4] = {0, 0, 0, 0};
+        for (j = 0; j + 4 <= n; j += 4) {
+          for (int k = 0; k < 4; ++k) {
+            const acc_t d = static_cast<acc_t>(xr[j + k]) - mean;
+            q[k] += d * d;
+          }
+        }
+        for (; j < n; ++j) {
+          const acc_t d = static_cast<acc_t>(xr[j]) - mean;
+          q[0] += d * d;
+        }
+        const acc_t m2 = q[0] + q[1] + q[2] + q[3];
         const acc_t rstd = acc_t(1) / std::sqrt(m2 / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
-        for (int64_t j = 0; j < n; ++j) {
+        for (j = 0; j < n; ++j) {
           const acc_t v = (static_cast<acc_t>(xr[j]) - mean) * rstd;
           yr[j] = static_cast<scalar_t>(v * static_cast<acc_t>(W[j]) + static_cast<acc_t>(B[j]));
         }

@@ -27,6 +27,28 @@ void logsumexp_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _coun
     using _t = opmath_t;
     return acc;
   };
+  auto _map_v = [=](const _fvec& v) { return _map(v); };
+  if (at::native::is_reduce_lastdim(_iter)) {
+    // Two vectorized passes over each contiguous row: the maximum, then the sum of exp(v - maximum).
+    auto _max_s = [](opmath_t a, opmath_t b) { return opgen::maximum(a, b); };
+    auto _max_v = [](const _fvec& a, const _fvec& b) { return opgen::maximum(a, b); };
+    auto _add_s = [](opmath_t a, opmath_t b) { return a + b; };
+    auto _add_v = [](const _fvec& a, const _fvec& b) { return a + b; };
+    at::native::binary_kernel_reduce_lastdim(_iter, [&](char* _out, char* _in, int64_t _n) {
+      const scalar_t* _x = reinterpret_cast<const scalar_t*>(_in);
+      const opmath_t _m = opgen::reduce_row(_x, _n, -std::numeric_limits<opmath_t>::infinity(), _map_s, _map_v, _max_s, _max_v);
+      opmath_t _v = _m;  // NaN, or +-inf: every element -inf, or one +inf
+      if (std::isfinite(_m)) {
+        const _fvec _mv(_m);
+        const opmath_t _sum = opgen::reduce_row(
+            _x, _n, opmath_t(0), [&](opmath_t v) { return std::exp(_map_s(v) - _m); },
+            [&](const _fvec& v) { return (_map_v(v) - _mv).exp(); }, _add_s, _add_v);
+        _v = _m + std::log(_sum);
+      }
+      *reinterpret_cast<scalar_t*>(_out) = static_cast<scalar_t>(_finish(_v));
+    });
+    return;
+  }
   at::native::binary_kernel_reduce(
       _iter, opgen::reduce::LogSumExpOps<scalar_t, opmath_t, decltype(_map_s), decltype(_finish)>{_map_s, _finish},
       opgen::reduce::MaxSum<opmath_t>{});
