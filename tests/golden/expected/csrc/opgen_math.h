@@ -120,5 +120,62 @@ acc_t reduce_row(const scalar_t* x, int64_t n, acc_t identity, const MapS& map_s
       0, n, at::internal::GRAIN_SIZE, identity, [&](int64_t begin, int64_t end, acc_t) { return serial(begin, end); }, fold_s);
 }
 
+// A reduction over the leading dims of a contiguous input, seen as [rows, cols]: out[c] is
+// finish(fold over r of map(x[r * cols + c])). Vectors run along the contiguous columns (four at
+// a time), so every load is full; parallel over column blocks.
+template <typename scalar_t, typename acc_t, typename MapS, typename MapV, typename FoldS, typename FoldV, typename Finish>
+void reduce_columns(const scalar_t* x, scalar_t* out, int64_t rows, int64_t cols, acc_t identity, const MapS& map_s,
+                    const MapV& map_v, const FoldS& fold_s, const FoldV& fold_v, const Finish& finish) {
+  using AVec = Vec<acc_t>;
+  constexpr int64_t k = AVec::size();
+  const int64_t grain = std::max<int64_t>(4 * k, at::internal::GRAIN_SIZE / std::max<int64_t>(rows, 1));
+  at::parallel_for(0, cols, grain, [&](int64_t begin, int64_t end) {
+    int64_t c = begin;
+    if constexpr (!at::is_reduced_floating_point_v<scalar_t>) {
+      for (; c + 4 * k <= end; c += 4 * k) {
+        AVec a0(identity), a1(identity), a2(identity), a3(identity);
+        for (int64_t r = 0; r < rows; ++r) {
+          const scalar_t* row = x + r * cols + c;
+          a0 = fold_v(a0, map_v(AVec::loadu(row)));
+          a1 = fold_v(a1, map_v(AVec::loadu(row + k)));
+          a2 = fold_v(a2, map_v(AVec::loadu(row + 2 * k)));
+          a3 = fold_v(a3, map_v(AVec::loadu(row + 3 * k)));
+        }
+        acc_t lanes[4 * k];
+        a0.store(lanes);
+        a1.store(lanes + k);
+        a2.store(lanes + 2 * k);
+        a3.store(lanes + 3 * k);
+        for (int64_t i = 0; i < 4 * k; ++i) {
+          out[c + i] = static_cast<scalar_t>(finish(lanes[i]));
+        }
+      }
+    }
+    for (; c < end; ++c) {
+      acc_t acc = identity;
+      for (int64_t r = 0; r < rows; ++r) {
+        acc = fold_s(acc, map_s(static_cast<acc_t>(x[r * cols + c])));
+      }
+      out[c] = static_cast<scalar_t>(finish(acc));
+    }
+  });
+}
+
+// Whether `iter` reduces the leading dims of one contiguous input into a contiguous output: after
+// TensorIterator's coalescing, two dims, the rows (reduced; output stride 0) and the columns
+// (kept; stride one element in both).
+inline bool is_outer_reduction(const at::TensorIteratorBase& iter, int64_t& rows, int64_t& cols) {
+  if (iter.noutputs() != 1 || iter.ninputs() != 1 || iter.ndim() != 2 || iter.is_dim_reduced(0) == iter.is_dim_reduced(1)) {
+    return false;
+  }
+  const int r = iter.is_dim_reduced(0) ? 0 : 1;
+  const int c = 1 - r;
+  const int64_t size = iter.element_size(1);
+  rows = iter.shape()[r];
+  cols = iter.shape()[c];
+  return iter.strides(0)[c] == size && iter.strides(1)[c] == size && iter.strides(1)[r] == cols * size &&
+         iter.strides(0)[r] == 0;
+}
+
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen

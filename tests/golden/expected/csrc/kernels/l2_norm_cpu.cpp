@@ -27,19 +27,25 @@ void l2_norm_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _count)
     using _t = opmath_t;
     return opgen::sqrt(acc);
   };
+  auto _map_v = [=](const _fvec& v) { return _map(v); };
   auto _fold = [=](auto a, auto b) {
     using _t = decltype(a);
     return a + b;
   };
   auto _fold_s = [=](opmath_t a, opmath_t b) { return _fold(a, b); };
   const opmath_t _identity = static_cast<opmath_t>(0.0);
+  auto _fold_v = [=](const _fvec& a, const _fvec& b) { return _fold(a, b); };
   if (at::native::is_reduce_lastdim(_iter)) {
-    auto _map_v = [=](const _fvec& v) { return _map(v); };
-    auto _fold_v = [=](const _fvec& a, const _fvec& b) { return _fold(a, b); };
     at::native::binary_kernel_reduce_lastdim(_iter, [&](char* _out, char* _in, int64_t _n) {
       const opmath_t _acc = opgen::reduce_row(reinterpret_cast<const scalar_t*>(_in), _n, _identity, _map_s, _map_v, _fold_s, _fold_v);
       *reinterpret_cast<scalar_t*>(_out) = static_cast<scalar_t>(_finish(_acc));
     });
+    return;
+  }
+  int64_t _rows = 0, _cols = 0;
+  if (opgen::is_outer_reduction(_iter, _rows, _cols)) {
+    opgen::reduce_columns(reinterpret_cast<const scalar_t*>(_iter.data_ptr(1)), reinterpret_cast<scalar_t*>(_iter.data_ptr(0)),
+                          _rows, _cols, _identity, _map_s, _map_v, _fold_s, _fold_v, _finish);
     return;
   }
   using _ops_t = opgen::reduce::FoldOps<scalar_t, opmath_t, decltype(_map_s), decltype(_fold_s), decltype(_finish)>;
