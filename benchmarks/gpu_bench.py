@@ -34,6 +34,9 @@ def op_rows(ops, namespace: str, names: list[str], sizes, dtypes, min_run_time: 
     rows = []
     for name in names:
         op = testing.load_op(ROOT, name)
+        if not op.is_pointwise or op.kernel.bool_output:
+            print(f"  {name}: skipped (this table is for pointwise ops with floating outputs)")
+            continue
         if op.test.shapes or op.shape.kind == "explicit":
             print(f"  {name}: skipped (explicit shapes)")
             continue

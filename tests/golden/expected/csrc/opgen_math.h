@@ -177,5 +177,32 @@ inline bool is_outer_reduction(const at::TensorIteratorBase& iter, int64_t& rows
          iter.strides(0)[r] == 0;
 }
 
+// A max/min reduction with indices over the contiguous last dim: (values, indices, input).
+inline bool is_indexed_reduce_lastdim(const at::TensorIteratorBase& iter) {
+  return iter.noutputs() == 2 && iter.ninputs() == 1 && iter.num_reduce_dims() == 1 && iter.is_dim_reduced(0) &&
+         iter.strides(2)[0] == iter.element_size(2);
+}
+
+// ATen's binary_kernel_reduce_lastdim for two outputs: row(x, n, &value, &index) per output
+// element, parallel over rows.
+template <typename scalar_t, typename Row>
+void reduce_lastdim_indexed(at::TensorIteratorBase& iter, const Row& row) {
+  const int64_t n = iter.shape()[0];
+  at::TensorIterator sub(iter);
+  sub.narrow(0, 0, 1);  // one element per row; the row function reads the n elements itself
+  auto loop = [&](char** data, const int64_t* strides, int64_t size) {
+    char* value = data[0];
+    char* index = data[1];
+    char* in = data[2];
+    for (int64_t r = 0; r < size; ++r) {
+      row(reinterpret_cast<const scalar_t*>(in), n, reinterpret_cast<scalar_t*>(value), reinterpret_cast<int64_t*>(index));
+      value += strides[0];
+      index += strides[1];
+      in += strides[2];
+    }
+  };
+  sub.for_each(loop, std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(n, 1)));
+}
+
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen

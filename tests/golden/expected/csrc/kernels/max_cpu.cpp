@@ -23,6 +23,27 @@ void max_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _count) {
     return x;
   };
   auto _map_s = [=](opmath_t v) { return _map(v); };
+  if (opgen::is_indexed_reduce_lastdim(_iter)) {
+    // Contiguous rows: the best value by a vectorized pass, then the first index holding it
+    // (the first NaN when it is NaN), so ties go to the lowest index as in the general path.
+    auto _map_v = [=](const _fvec& v) { return _map(v); };
+    auto _best_s = [](opmath_t a, opmath_t b) { return opgen::maximum(a, b); };
+    auto _best_v = [](const _fvec& a, const _fvec& b) { return opgen::maximum(a, b); };
+    opgen::reduce_lastdim_indexed<scalar_t>(_iter, [&](const scalar_t* _x, int64_t _n, scalar_t* _value, int64_t* _index) {
+      const opmath_t _m = opgen::reduce_row(_x, _n, -std::numeric_limits<opmath_t>::infinity(), _map_s, _map_v, _best_s, _best_v);
+      int64_t _i = 0;
+      for (; _i < _n; ++_i) {
+        const opmath_t _v = _map_s(static_cast<opmath_t>(_x[_i]));
+        if (_v == _m || (_m != _m && _v != _v)) {
+          break;
+        }
+      }
+      _i = std::min(_i, _n - 1);  // defensive: n > 0 here and the scan always finds _m
+      *_value = static_cast<scalar_t>(_map_s(static_cast<opmath_t>(_x[_i])));
+      *_index = _i;
+    });
+    return;
+  }
   using _ops_t = opgen::reduce::ArgOps<scalar_t, opmath_t, decltype(_map_s), true>;
   at::native::binary_kernel_reduce(_iter, _ops_t{_map_s}, opgen::reduce::arg_identity<opmath_t, true>());
 }
