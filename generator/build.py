@@ -92,7 +92,13 @@ def cuda_unavailable() -> str | None:
 
 
 def capabilities() -> list[str]:
-    return ["DEFAULT", "AVX2"] if platform.machine() in ("x86_64", "AMD64") else ["DEFAULT"]
+    """The CPU capabilities kernels are compiled for; OPGEN_CPU_CAPABILITIES=DEFAULT narrows them
+    (a compile check that needs one variant, e.g. .ci/cuda)."""
+    caps = ["DEFAULT", "AVX2"] if platform.machine() in ("x86_64", "AMD64") else ["DEFAULT"]
+    wanted = os.environ.get("OPGEN_CPU_CAPABILITIES")
+    if wanted:
+        caps = [c for c in caps if c in {w.strip().upper() for w in wanted.split(",")}] or ["DEFAULT"]
+    return caps
 
 
 def _ninja() -> str:
