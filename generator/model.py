@@ -269,7 +269,6 @@ class _SpecParser:
         shape = self.shape()
         checks = self.checks()
         kernel = self.kernel(dtypes, shape)
-        self._kernel = kernel
         gradient = self.gradient(kernel)
         reference = self.reference()
         test = self.test()
@@ -591,17 +590,15 @@ class _SpecParser:
         e, kind = self.expression(path + ("combine",), scope)
         if kind != E.ELEM or E.names_in(e) != {"a", "b"}:
             raise self.err(path + ("combine",), "a custom combine folds two accumulators 'a' and 'b' into one, e.g. maximum(a, b)")
-        identity = None
         if "identity" not in spec:
             raise self.err(path, "a custom combine needs an 'identity', its value over no elements (e.g. 0 for maximum(a, b) of "
                                  "absolute values, -inf for maximum(a, b))")
-        if "identity" in spec:
-            v = spec["identity"]
-            if isinstance(v, str) and v.strip() in ("inf", "-inf"):
-                v = float(v)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
-                raise self.err(path + ("identity",), "'identity' is a number (or inf, -inf): the combine's neutral value")
-            identity = float(v)
+        v = spec["identity"]
+        if isinstance(v, str) and v.strip() in ("inf", "-inf"):
+            v = float(v)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or math.isnan(v):
+            raise self.err(path + ("identity",), "'identity' is a number (or inf, -inf): the combine's neutral value")
+        identity = float(v)
         return "custom", e, identity
 
     def gradient(self, kernel: Kernel) -> Gradient | None:
@@ -611,7 +608,7 @@ class _SpecParser:
         value = self.d["gradient"]
         reduction = isinstance(kernel, ReduceKernel)
         if isinstance(kernel, CustomKernel):
-            return self.custom_gradient(path, value)
+            return self.custom_gradient(path, value, kernel)
         if value == "auto":
             if reduction and not reduction_derivable(kernel, len(self.schema.returns) == 2):
                 raise self.err(path, f"'auto' derives gradients of sum, mean and logsumexp without post, and of max/min with indices; "
@@ -637,7 +634,7 @@ class _SpecParser:
             formulas[name] = e
         return Gradient(False, tuple((n, formulas[n]) for n in tensors if n in formulas))
 
-    def custom_gradient(self, path: tuple, value: Any) -> Gradient:
+    def custom_gradient(self, path: tuple, value: Any, forward: CustomKernel) -> Gradient:
         differentiable = tuple(a.name for a in self.schema.tensor_inputs)
         if not isinstance(value, dict) or not value:
             raise self.err(path, "a hand-written op's gradient is {kernel: {cpu: <op>_backward.cpu.cpp}} or a whole-tensor formula "
@@ -654,8 +651,7 @@ class _SpecParser:
             for a in self.schema.tensor_inputs:
                 if a.type.is_list:
                     raise self.err(path + ("kernel",), f"a hand-written backward can't take the list '{a.name}'; give whole-tensor formulas instead")
-            if files.cpu in (getattr(self._kernel, "cpu", None), getattr(self._kernel, "cuda", None)) or (
-                    files.cuda and files.cuda in (getattr(self._kernel, "cpu", None), getattr(self._kernel, "cuda", None))):
+            if set(files.files().values()) & set(forward.files().values()):
                 raise self.err(path + ("kernel",), "the backward kernel needs its own files, apart from the forward's")
             return Gradient(False, kernel=files)
         lists = {a.name for a in self.schema.tensor_inputs if a.type.is_list or a.type.optional}

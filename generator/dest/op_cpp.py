@@ -42,8 +42,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         dtype_names=ctx.dtype_names(op),
         checks=ctx.checks(op),
         shape_text=str(op.shape),
-        shape_sizes=[cpp_expr.symbolic(s, scope) if any(isinstance(n, E.Method) for n in E.walk(s))
-                     else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in op.shape.sizes],
+        shape_sizes=_shape_sizes(op, scope),
         kernels=kernels,
         out_schema=out_schema(op),
         has_out="out" in op.variants,
