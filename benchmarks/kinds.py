@@ -41,7 +41,7 @@ def cases(rows: int, cols: int):
         ("max dim 1 (+indices)", lambda: ops.max(x, 1), lambda: x.max(1), None),
         ("rms_norm", lambda: ops.rms_norm(x, w), lambda: x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * w,
          lambda: F.rms_norm(x, (cols,), w, 1e-6)),
-        ("layer_norm", lambda: ops.layer_norm(x, w, b), lambda: (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5) * w + b,
+        ("layer_norm", lambda: ops.layer_norm(x, w, b)[0], lambda: (x - x.mean(-1, keepdim=True)) * torch.rsqrt(x.var(-1, unbiased=False, keepdim=True) + 1e-5) * w + b,
          lambda: F.layer_norm(x, (cols,), w, b)),
         ("linear (256 out)", lambda: ops.linear(x, lin_w, None), lambda: x @ lin_w.T, lambda: F.linear(x, lin_w)),
         ("add_n of 4", lambda: ops.add_n(xs), lambda: xs[0] + xs[1] + xs[2] + xs[3], lambda: torch.stack(xs).sum(0)),

@@ -9,6 +9,7 @@ read like hand-written ones.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from . import expr as E
@@ -185,14 +186,37 @@ def _call(e: E.Call, x: str) -> E.Expr:
 
 
 def derived_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
-    """grad * d(kernel)/d(input) for every tensor input the kernel depends on."""
-    grad = E.Name("grad")
+    """grad * d(kernel)/d(input) for every tensor input the kernel depends on; with several
+    outputs, the sum over outputs of grad_<output> * d(output)/d(input)."""
+    grads = [E.Name("grad")] if len(op.kernel.exprs) == 1 else [E.Name(f"grad_{n}") for n in op.output_names]
     out = []
     for a in op.tensor_inputs:
-        d = derivative(op.kernel.expr, a.name)
-        if not _is(d, 0):
-            out.append((a.name, mul(grad, d)))
+        f: E.Expr = ZERO
+        for grad, e in zip(grads, op.kernel.exprs):
+            f = add(f, mul(grad, derivative(e, a.name)))
+        if not _is(f, 0):
+            out.append((a.name, f))
     return tuple(out)
+
+
+def substitute(e: E.Expr, names: dict[str, E.Expr]) -> E.Expr:
+    """``e`` with the given names replaced, simplified like derived formulas (so a name replaced
+    by 0 drops the terms it multiplies)."""
+    if isinstance(e, E.Name):
+        return names.get(e.id, e)
+    if isinstance(e, E.Binary) and e.op in ("+", "-", "*", "/"):
+        simplify = {"+": add, "-": sub, "*": mul, "/": div}[e.op]
+        return simplify(substitute(e.lhs, names), substitute(e.rhs, names))
+    if isinstance(e, E.Unary) and e.op == "-":
+        return neg(substitute(e.operand, names))
+    changes = {}
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, tuple):
+            changes[f.name] = tuple(substitute(x, names) for x in v)
+        elif dataclasses.is_dataclass(v):
+            changes[f.name] = substitute(v, names)
+    return dataclasses.replace(e, **changes)
 
 
 def gradient_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:

@@ -13,6 +13,7 @@ SCHEMA_ID = "https://opgen.dev/schemas/spec-v1.json"
 
 
 def spec_schema() -> dict[str, Any]:
+    rule = {"type": "string", "pattern": r"^\s*(same|broadcast|reduce)\s*\("}
     expression = {"type": "string", "description": "An expression: numbers, argument names, + - * / **, comparisons, and "
                   + ", ".join(sorted(FUNCTIONS)) + "."}
     properties: dict[str, Any] = {
@@ -22,13 +23,16 @@ def spec_schema() -> dict[str, Any]:
         "doc": {"type": "string", "description": "One paragraph: the C++ comment, Python docstring and reference page."},
         "dtypes": {"type": "array", "minItems": 1, "items": {"enum": sorted(DTYPES) + sorted(GROUPS)},
                    "description": "Accepted dtypes and groups."},
-        "shape": {"description": "same(x), broadcast(a, b, ...), reduce(x, dim, keepdim) or a list of size expressions.",
-                  "oneOf": [{"type": "string", "pattern": r"^\s*(same|broadcast|reduce)\s*\("},
-                            {"type": "array", "items": {"type": "string"}}]},
+        "shape": {"description": "same(x), broadcast(a, b, ...), reduce(x, dim, keepdim) or a list of size expressions; "
+                                 "for a hand-written op with several outputs, a mapping from each output's name to its rule.",
+                  "oneOf": [rule, {"type": "array", "items": {"type": "string"}},
+                            {"type": "object", "minProperties": 2,
+                             "additionalProperties": {"oneOf": [rule, {"type": "array", "items": {"type": "string"}}]}}]},
         "checks": {"type": "array", "items": {"type": "string"}, "description": "Conditions checked on every call."},
         "kernel": {"type": "object", "additionalProperties": False, "minProperties": 1,
                    "properties": {
-                       "pointwise": expression,
+                       "pointwise": {"oneOf": [expression, {"type": "object", "minProperties": 2, "additionalProperties": expression,
+                                                            "description": "One expression per output of a multi-output op."}]},
                        "reduce": {"type": "object", "additionalProperties": False, "required": ["map", "combine"],
                                   "description": "map each element, fold with combine, finish with post.",
                                   "properties": {

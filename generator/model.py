@@ -40,8 +40,13 @@ class ShapeRule:
     kind: str  # 'same' | 'broadcast' | 'explicit' | 'reduce'
     tensors: tuple[str, ...] = ()  # for same / broadcast / reduce
     sizes: tuple[E.Expr, ...] = ()  # for explicit
-    dim: str | None = None  # reduce: the int or int[] attribute naming the reduced dims
-    keepdim: str | None = None  # reduce: the bool attribute; None means the dims are dropped
+    dim: str | None = None  # reduce: the int or int[] attribute naming the reduced dims, or an int literal
+    keepdim: str | None = None  # reduce: the bool attribute or True/False; None means the dims are dropped
+
+    @property
+    def literal_dim(self) -> bool:
+        """A reduce rule of a hand-written kernel may fix its dim (`reduce(x, -1, True)`)."""
+        return self.dim is not None and not self.dim.isidentifier()
 
     def __str__(self) -> str:
         if self.kind == "explicit":
@@ -62,12 +67,17 @@ class Check:
 
 @dataclass(frozen=True)
 class PointwiseKernel:
-    expr: E.Expr
+    expr: E.Expr  # the (first) output's expression
     bool_output: bool = False  # a condition (comparison): the output is a bool tensor
+    more: tuple[E.Expr, ...] = ()  # the other outputs' expressions, in return order
+
+    @property
+    def exprs(self) -> tuple[E.Expr, ...]:
+        return (self.expr, *self.more)
 
     @property
     def text(self) -> str:
-        return E.unparse(self.expr)
+        return "; ".join(E.unparse(e) for e in self.exprs)
 
 
 @dataclass(frozen=True)
@@ -156,6 +166,24 @@ class OpSpec:
     reference: str | None  # canonical torch expression, or None: the kernel in float64
     test: TestConfig
     variants: tuple[str, ...] = ("out",)  # extra overloads: out= (`<op>.out`), in-place (`<op>_`)
+    output_shapes: tuple[ShapeRule, ...] = ()  # hand-written ops: one rule per output (`shape: {y: ..., mean: ...}`)
+
+    @property
+    def shapes(self) -> tuple[ShapeRule, ...]:
+        """The shape rule of each output, in return order."""
+        return self.output_shapes or (self.shape,) * len(self.schema.returns)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """The outputs' names in generated code: `out` for a single output, else the schema's names."""
+        if len(self.schema.returns) == 1:
+            return ("out",)
+        return tuple(r.name or f"out{i}" for i, r in enumerate(self.schema.returns))
+
+    @property
+    def multi_output(self) -> bool:
+        """Several outputs, each with its own gradient (max/min's indices are not one of these)."""
+        return len(self.schema.returns) > 1 and not self.is_reduction
 
     @property
     def tensor_inputs(self) -> tuple[Argument, ...]:
@@ -192,13 +220,18 @@ class OpSpec:
         if self.doc:
             d["doc"] = self.doc
         d["dtypes"] = [t.name for t in self.dtypes]
-        d["shape"] = [E.unparse(s) for s in self.shape.sizes] if self.shape.kind == "explicit" else str(self.shape)
+        if self.output_shapes:
+            d["shape"] = {n: _shape_value(r) for n, r in zip(self.output_names, self.output_shapes)}
+        else:
+            d["shape"] = _shape_value(self.shape)
         if self.checks:
             d["checks"] = [c.text for c in self.checks]
         if isinstance(self.kernel, ReduceKernel):
             d["kernel"] = {"reduce": self.kernel.to_dict()}
         elif isinstance(self.kernel, CustomKernel):
             d["kernel"] = self.kernel.files()
+        elif self.kernel.more:
+            d["kernel"] = {"pointwise": {n: E.unparse(e) for n, e in zip(self.output_names, self.kernel.exprs)}}
         else:
             d["kernel"] = {"pointwise": self.kernel.text}
         if self.gradient is not None:
@@ -220,6 +253,10 @@ class OpSpec:
             if self.test.shapes:
                 d["test"]["shapes"] = {n: list(s) for n, s in self.test.shapes}
         return d
+
+
+def _shape_value(rule: ShapeRule) -> Any:
+    return [E.unparse(s) for s in rule.sizes] if rule.kind == "explicit" else str(rule)
 
 
 # ---- parsing --------------------------------------------------------------------------------
@@ -266,14 +303,19 @@ class _SpecParser:
         self.schema = schema
         doc = self.doc()
         dtypes = self.dtypes()
-        shape = self.shape()
+        output_shapes = self.rules = self.output_shapes()
+        shape = output_shapes[0] if output_shapes else self.shape(("shape",))
         checks = self.checks()
         kernel = self.kernel(dtypes, shape)
         gradient = self.gradient(kernel)
         reference = self.reference()
         test = self.test()
         variants = self.variants(kernel, shape)
-        return OpSpec(schema.name, self.src.path, schema, doc, dtypes, shape, checks, kernel, gradient, reference, test, variants)
+        if output_shapes and not isinstance(kernel, CustomKernel):
+            raise self.err(("shape",), "one shape rule per output is for hand-written kernels; a pointwise op's outputs share "
+                                       "one shape, e.g. shape: broadcast(a, b)")
+        return OpSpec(schema.name, self.src.path, schema, doc, dtypes, shape, checks, kernel, gradient, reference, test, variants,
+                      output_shapes)
 
     def check_keys(self, path: tuple, mapping: dict, allowed: tuple[str, ...]) -> None:
         for key in mapping:
@@ -369,9 +411,38 @@ class _SpecParser:
             raise SpecError(self.src.inner_location(path, ex.col), ex.message) from None
         return e, kind
 
-    def shape(self) -> ShapeRule:
-        path = ("shape",)
+    def output_shapes(self) -> tuple[ShapeRule, ...]:
+        """`shape: {out0: rule, out1: rule}`: one rule per output of a multi-output op ({} if one rule)."""
         value = self.d["shape"]
+        if not isinstance(value, dict):
+            return ()
+        names = [r.name for r in self.schema.returns]
+        if len(names) < 2:
+            raise self.err(("shape",), "a mapping of shape rules is for ops with several outputs; give one rule, e.g. same(x)")
+        self.check_output_names()
+        self.check_keys(("shape",), value, tuple(names))
+        missing = [n for n in names if n not in value]
+        if missing:
+            raise self.err(("shape",), f"give a shape rule for every output; missing: {', '.join(missing)}")
+        return tuple(self.shape(("shape", n)) for n in names)
+
+    def check_output_names(self) -> None:
+        """Outputs of a multi-output op are named: the names become kernel parameters, `grad_<name>`
+        and formula variables, so they must not collide with the arguments."""
+        args = {a.name for a in self.schema.arguments}
+        seen: set[str] = set()
+        for r in self.schema.returns:
+            if not r.name:
+                raise self.err(("signature",), "name every output of a multi-output op, e.g. -> (Tensor y, Tensor mean)")
+            clash = (r.name in args or r.name in seen or r.name in ("grad", "result", "out")
+                     or f"grad_{r.name}" in args or r.name.startswith("grad_"))
+            if clash:
+                raise self.err(("signature",), f"output name '{r.name}' collides with an argument, another output or a generated "
+                                               "name (grad, result, out, grad_<name>); rename it")
+            seen.add(r.name)
+
+    def shape(self, path: tuple) -> ShapeRule:
+        value = self.get(path)
         tensors = [a.name for a in self.schema.tensor_inputs]
         if isinstance(value, list) or (isinstance(value, str) and value.strip().startswith("[")):
             return self.explicit_shape(path, value)
@@ -405,23 +476,36 @@ class _SpecParser:
         return ShapeRule(e.fn, tuple(names))
 
     def reduce_shape(self, path: tuple, e: E.Call, tensors: list[str]) -> ShapeRule:
-        usage = "reduce(x, dim) or reduce(x, dim, keepdim): a tensor input, an int or int[] attribute, a bool attribute"
-        if not 2 <= len(e.args) <= 3 or not all(isinstance(a, E.Name) for a in e.args):
+        usage = ("reduce(x, dim) or reduce(x, dim, keepdim): a tensor input, an int or int[] attribute (or, for a hand-written "
+                 "kernel, an integer such as -1), a bool attribute (or True/False)")
+        if not 2 <= len(e.args) <= 3 or not isinstance(e.args[0], E.Name):
             raise SpecError(self.src.inner_location(path, e.col), f"use {usage}")
-        x, dim, *keep = (a.id for a in e.args)  # type: ignore[union-attr]
+        x = e.args[0].id
         if x not in tensors:
             raise SpecError(self.src.inner_location(path, e.args[0].col),
                             f"reduce() reduces a tensor input; tensor inputs are: {', '.join(tensors) or 'none'}{did_you_mean(x, tuple(tensors))}")
-        arg = self.schema.argument(dim)
-        if arg is None or arg.type.base != "int" or arg.type.optional:
-            raise SpecError(self.src.inner_location(path, e.args[1].col),
-                            f"'{dim}' must be an 'int' or 'int[]' argument of the signature, e.g. 'int[1] dim'")
-        keepdim = keep[0] if keep else None
-        if keepdim is not None:
+        dim_arg = e.args[1]
+        if isinstance(dim_arg, E.Name):
+            dim = dim_arg.id
+            arg = self.schema.argument(dim)
+            if arg is None or arg.type.base != "int" or arg.type.optional:
+                raise SpecError(self.src.inner_location(path, dim_arg.col),
+                                f"'{dim}' must be an 'int' or 'int[]' argument of the signature, e.g. 'int[1] dim'")
+        else:
+            literal = dim_arg.operand if isinstance(dim_arg, E.Unary) and dim_arg.op == "-" else dim_arg
+            if not isinstance(literal, E.Num) or not isinstance(literal.value, int):
+                raise SpecError(self.src.inner_location(path, dim_arg.col), f"use {usage}")
+            dim = E.unparse(dim_arg)
+        keepdim = None
+        if len(e.args) == 3:
+            k = e.args[2]
+            if not isinstance(k, E.Name):
+                raise SpecError(self.src.inner_location(path, k.col), f"use {usage}")
+            keepdim = k.id
             arg = self.schema.argument(keepdim)
-            if arg is None or arg.type != Type("bool"):
-                raise SpecError(self.src.inner_location(path, e.args[2].col),
-                                f"'{keepdim}' must be a 'bool' argument of the signature, e.g. 'bool keepdim=False'")
+            if keepdim not in ("True", "False") and (arg is None or arg.type != Type("bool")):
+                raise SpecError(self.src.inner_location(path, k.col),
+                                f"'{keepdim}' must be a 'bool' argument of the signature, e.g. 'bool keepdim=False', or True/False")
         return ShapeRule("reduce", (x,), dim=dim, keepdim=keepdim)
 
     def explicit_shape(self, path: tuple, value: Any) -> ShapeRule:
@@ -465,8 +549,11 @@ class _SpecParser:
             return self.custom_kernel(path, value, shape)
         if "reduce" in value or shape.kind == "reduce":
             return self.reduce_kernel(path, value, dtypes, shape)
-        if len(self.schema.returns) != 1:
-            raise self.err(("signature",), "a pointwise kernel returns exactly one Tensor")
+        returns = self.schema.returns
+        if any(r.type != Type("Tensor") for r in returns):
+            raise self.err(("signature",), "a pointwise kernel returns 'Tensor' or named tensors, e.g. -> (Tensor x, Tensor y)")
+        if len(returns) > 1:
+            self.check_output_names()
         for a in self.schema.arguments:
             if a.is_tensor and (a.type.optional or a.type.is_list or a.type.alias):
                 raise SpecError(self.src.inner_location(("signature",), a.col),
@@ -476,12 +563,32 @@ class _SpecParser:
         for d in dtypes:
             if not d.floating:
                 raise self.err(("dtypes",), f"pointwise kernels compute in floating point; '{d.name}' is not supported (use floating dtypes)")
+        if len(returns) > 1:
+            return self.multi_pointwise(path + ("pointwise",))
         e, kind = self.expression(path + ("pointwise",), self.scope(elementwise=True, what="kernel expression"))
         if kind not in (E.ELEM, E.MASK):
             raise self.err(path + ("pointwise",), "the kernel expression must use at least one tensor input")
         if kind == E.MASK and "gradient" in self.d:
             raise self.err(("gradient",), "a comparison's output is bool and has no gradient; remove 'gradient'", key=True)
         return PointwiseKernel(e, bool_output=kind == E.MASK)
+
+    def multi_pointwise(self, path: tuple) -> PointwiseKernel:
+        """`pointwise: {x: r * cos(theta), y: r * sin(theta)}`: one expression per output, one pass."""
+        names = tuple(r.name for r in self.schema.returns)
+        value = self.get(path)
+        if not isinstance(value, dict):
+            raise self.err(path, f"an op with several outputs gives one expression per output: {{{names[0]}: ..., {names[1]}: ...}}")
+        self.check_keys(path, value, names)
+        missing = [n for n in names if n not in value]
+        if missing:
+            raise self.err(path, f"give an expression for every output; missing: {', '.join(missing)}")
+        exprs = []
+        for n in names:
+            e, kind = self.expression(path + (n,), self.scope(elementwise=True, what="kernel expression"))
+            if kind != E.ELEM:
+                raise self.err(path + (n,), "each output's expression computes a number from at least one tensor input")
+            exprs.append(e)
+        return PointwiseKernel(exprs[0], more=tuple(exprs[1:]))
 
     def custom_files(self, path: tuple, value: dict) -> CustomKernel:
         if "cpu" not in value:
@@ -506,10 +613,10 @@ class _SpecParser:
 
     def custom_kernel(self, path: tuple, value: dict, shape: ShapeRule) -> CustomKernel:
         kernel = self.custom_files(path, value)
-        if shape.kind == "reduce":
-            raise self.err(("shape",), "reduce(...) is the shape of reduction kernels; give a hand-written kernel's shape as same(x), broadcast(a, b) or [sizes]")
-        if len(self.schema.returns) != 1 or self.schema.returns[0].type != Type("Tensor"):
-            raise self.err(("signature",), "a hand-written kernel returns one 'Tensor'")
+        if any(r.type != Type("Tensor") for r in self.schema.returns):
+            raise self.err(("signature",), "a hand-written kernel returns 'Tensor' or named tensors, e.g. -> (Tensor y, Tensor rstd)")
+        if len(self.schema.returns) > 1:
+            self.check_output_names()
         plain = [a.name for a in self.schema.tensor_inputs if not (a.type.optional or a.type.is_list)]
         lists = [a.name for a in self.schema.tensor_inputs if a.type.is_list]
         same_list = shape.kind == "same" and shape.tensors[0] in lists
@@ -519,9 +626,12 @@ class _SpecParser:
         for a in self.schema.tensor_inputs:
             if a.type.alias:
                 raise SpecError(self.src.inner_location(("signature",), a.col), f"'{a.type} {a.name}': in-place arguments are not supported")
-        for t in shape.tensors:
-            if t not in plain and not same_list:
-                raise self.err(("shape",), f"the shape rule can use plain 'Tensor' inputs, or same(xs) of a 'Tensor[]'; '{t}' is optional or a list")
+        rules = [(("shape", r.name), rule) for r, rule in zip(self.schema.returns, self.rules)] or [(("shape",), shape)]
+        for rule_path, rule in rules:
+            for t in rule.tensors:
+                if t not in plain and not (same_list and rule.kind == "same" and t == shape.tensors[0]):
+                    raise self.err(rule_path, f"the shape rule can use plain 'Tensor' inputs, or same(xs) of a 'Tensor[]'; "
+                                              f"'{t}' is optional or a list")
         if "reference" not in self.d:
             raise self.err(path, "a hand-written kernel needs a 'reference': the torch expression the tests compare it with", key=False)
         return kernel
@@ -531,6 +641,9 @@ class _SpecParser:
             raise self.err(path, "a reduce(...) shape rule needs a reduction kernel: kernel: {reduce: {map: x, combine: sum}}")
         if shape.kind != "reduce":
             raise self.err(("shape",), "a reduction kernel needs the shape rule reduce(x, dim, keepdim)")
+        if shape.literal_dim or shape.keepdim in ("True", "False"):
+            raise self.err(("shape",), "a reduction kernel reduces the dims its caller passes: name an 'int[] dim' and a "
+                                       "'bool keepdim' argument in reduce(x, dim, keepdim)")
         path = path + ("reduce",)
         spec = value["reduce"]
         if not isinstance(spec, dict):
@@ -620,7 +733,7 @@ class _SpecParser:
         tensors = tuple(a.name for a in self.schema.tensor_inputs)
         if not isinstance(value, dict) or not value:
             raise self.err(path, "'gradient' must be 'auto' or a mapping from tensor inputs to formulas, e.g. {a: grad * weight}")
-        extra = {"grad": E.TENSOR, "result": E.TENSOR}
+        extra = {n: E.TENSOR for n in self.result_names()}
         if reduction:
             extra["count"] = E.NUM  # the number of elements reduced into each output element
         scope = self.scope(elementwise=True, what="gradient formula", extra=extra)
@@ -657,7 +770,7 @@ class _SpecParser:
         lists = {a.name for a in self.schema.tensor_inputs if a.type.is_list or a.type.optional}
         names = {a.name: TENSOR_KIND for a in self.schema.tensor_inputs if a.name not in lists}
         names.update({a.name: _formula_kind(a) for a in self.schema.attributes if _formula_kind(a)})
-        names.update({"grad": TENSOR_KIND, "result": TENSOR_KIND})
+        names.update(self.result_names())
         formulas = {}
         for name in value:
             if name not in differentiable:
@@ -672,6 +785,17 @@ class _SpecParser:
             except FormulaError as e:
                 raise SpecError(self.src.inner_location(path + (name,), e.col), e.message) from None
         return Gradient(False, tensor_formulas=tuple((n, formulas[n]) for n in differentiable if n in formulas))
+
+    def result_names(self) -> dict[str, str]:
+        """What a gradient formula reads of the outputs: `grad` and `result` for one output; for
+        several, each output by name and its incoming gradient as `grad_<name>`."""
+        if len(self.schema.returns) == 1:
+            return {"grad": TENSOR_KIND, "result": TENSOR_KIND}
+        names = {}
+        for r in self.schema.returns:
+            names[r.name] = TENSOR_KIND
+            names[f"grad_{r.name}"] = TENSOR_KIND
+        return names
 
     def variants(self, kernel: Kernel, shape: ShapeRule) -> tuple[str, ...]:
         default = ("out",) if len(self.schema.returns) == 1 else ()

@@ -32,7 +32,7 @@ PROJECT = Path(os.environ.get("OPGEN_PROJECT", ".")).resolve()
 _CONFIG = load_config(PROJECT)
 _LIBRARY = load_library(_CONFIG)
 NAMESPACE = _CONFIG.namespace
-# Fixed cases for pointwise ops with floating outputs; comparisons, reductions and hand-written
+# Fixed cases for pointwise ops with floating outputs (one or several); comparisons, reductions and hand-written
 # kernels get their generated property tests (hypothesis draws the reduced dims per shape, the
 # elements of Tensor[] and the presence of Tensor?) and, in this repository, their own tests.
 OPS = [op.name for op in _LIBRARY.ops if op.is_pointwise and not op.kernel.bool_output]
@@ -103,13 +103,30 @@ def _shapes(op: OpSpec) -> list[list[tuple[int, ...]]]:
     return cases
 
 
+def _outs(value) -> tuple[torch.Tensor, ...]:
+    """An op's outputs as a tuple, whether it returns one tensor or several."""
+    return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+
+
+def _total(value, square: bool = False) -> torch.Tensor:
+    """A scalar of every output, each weighted differently, so a gradient test sees them all."""
+    return sum((i + 1) * (o.pow(2) if square else o).sum() for i, o in enumerate(_outs(value)))
+
+
 def _run(api, spec: OpSpec, tensors, attrs):
+    """(outputs, float64 reference outputs), as tuples."""
     args, kwargs = _call_args(spec, tensors, attrs)
     out = getattr(api, spec.name)(*args, **kwargs)
     ref_args = [t.to(torch.float64) if torch.is_tensor(t) else t for t in args]
     ref_kwargs = {k: v.to(torch.float64) if torch.is_tensor(v) else v for k, v in kwargs.items()}
     expected = testing.reference_fn(NAMESPACE, spec)(*ref_args, **ref_kwargs)
-    return out, torch.as_tensor(expected, dtype=torch.float64)
+    return _outs(out), tuple(torch.as_tensor(e, dtype=torch.float64) for e in _outs(expected))
+
+
+def _assert_close(outs, expected, dtype: str, what: str) -> None:
+    assert len(outs) == len(expected), f"{what}: {len(outs)} outputs, reference has {len(expected)}"
+    for i, (o, e) in enumerate(zip(outs, expected)):
+        testing.assert_close_to_reference(o, e, dtype, f"{what} (output {i})" if len(outs) > 1 else what)
 
 
 @pytest.mark.parametrize("dtype", list(DTYPES))
@@ -119,10 +136,11 @@ def test_matches_reference(op, dtype, typed_api):
     gen = torch.Generator().manual_seed(0)
     for shapes, attrs in itertools.product(_shapes(op), testing.attribute_sets(op)):
         tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[dtype], gen) for a, s in zip(op.tensor_inputs, shapes)}
-        out, expected = _run(typed_api, op, tensors, attrs)
-        assert out.shape == expected.shape, f"{op.name} {shapes}: shape {out.shape} != {expected.shape}"
-        assert out.dtype == DTYPES[dtype]
-        testing.assert_close_to_reference(out, expected, dtype, f"{op.name} shapes={shapes} attrs={attrs}")
+        outs, expected = _run(typed_api, op, tensors, attrs)
+        for out, want in zip(outs, expected):
+            assert out.shape == want.shape, f"{op.name} {shapes}: shape {out.shape} != {want.shape}"
+            assert out.dtype == DTYPES[dtype]
+        _assert_close(outs, expected, dtype, f"{op.name} shapes={shapes} attrs={attrs}")
 
 
 @pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded"])
@@ -133,8 +151,8 @@ def test_non_contiguous_inputs(op, layout, typed_api):
     tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[_float_dtype(op)], gen, layout) for a, s in zip(op.tensor_inputs, shapes)}
     if len(shapes[0]) >= 2 and min(shapes[0]) > 1:
         assert not next(iter(tensors.values())).is_contiguous()
-    out, expected = _run(typed_api, op, tensors, attrs)
-    testing.assert_close_to_reference(out, expected, _float_dtype(op), f"{op.name} {layout}")
+    outs, expected = _run(typed_api, op, tensors, attrs)
+    _assert_close(outs, expected, _float_dtype(op), f"{op.name} {layout}")
 
 
 def test_every_attribute_set(op, typed_api):
@@ -142,8 +160,8 @@ def test_every_attribute_set(op, typed_api):
     for attrs in testing.attribute_sets(op, limit=12):
         shapes = _example_shapes(op) if _constrained(op) else [(33,)] * len(op.tensor_inputs)
         tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[_float_dtype(op)], gen) for a, s in zip(op.tensor_inputs, shapes)}
-        out, expected = _run(typed_api, op, tensors, attrs)
-        testing.assert_close_to_reference(out, expected, _float_dtype(op), f"{op.name} attrs={attrs}")
+        outs, expected = _run(typed_api, op, tensors, attrs)
+        _assert_close(outs, expected, _float_dtype(op), f"{op.name} attrs={attrs}")
 
 
 def test_large_input_uses_parallel_vector_path(op, typed_api):
@@ -151,8 +169,8 @@ def test_large_input_uses_parallel_vector_path(op, typed_api):
     attrs = testing.attribute_sets(op)[0]
     shapes = _example_shapes(op) if _constrained(op) else [(257, 1031)] * len(op.tensor_inputs)
     tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[_float_dtype(op)], gen) for a, s in zip(op.tensor_inputs, shapes)}
-    out, expected = _run(typed_api, op, tensors, attrs)
-    testing.assert_close_to_reference(out, expected, _float_dtype(op), f"{op.name} large")
+    outs, expected = _run(typed_api, op, tensors, attrs)
+    _assert_close(outs, expected, _float_dtype(op), f"{op.name} large")
 
 
 def test_mixed_dtypes_promote_like_torch(op, typed_api):
@@ -162,14 +180,14 @@ def test_mixed_dtypes_promote_like_torch(op, typed_api):
     attrs = testing.attribute_sets(op)[0]
     names = [a.name for a in op.tensor_inputs]
     tensors = {n: testing.make_tensor(op, n, (3, 4), torch.float32 if i == 0 else torch.float64, gen) for i, n in enumerate(names)}
-    out, expected = _run(typed_api, op, tensors, attrs)
-    assert out.dtype == torch.float64
+    outs, expected = _run(typed_api, op, tensors, attrs)
+    assert all(o.dtype == torch.float64 for o in outs)
     # a 0-dim float64 tensor does not promote a float16 tensor, as in torch
     tensors = {n: testing.make_tensor(op, n, (3, 4) if i == 0 else (), torch.float16 if i == 0 else torch.float64, gen)
                for i, n in enumerate(names)}
-    out, expected = _run(typed_api, op, tensors, attrs)
-    assert out.dtype == torch.float16
-    testing.assert_close_to_reference(out, expected, "float16", f"{op.name} 0-dim promotion")
+    outs, expected = _run(typed_api, op, tensors, attrs)
+    assert all(o.dtype == torch.float16 for o in outs)
+    _assert_close(outs, expected, "float16", f"{op.name} 0-dim promotion")
 
 
 def test_opcheck(op, built_ops):
@@ -188,12 +206,12 @@ def test_fake_tensor_matches_cpu(op, built_ops):
     attrs = testing.attribute_sets(op)[0]
     tensors = _sample(op, None if _constrained(op) else [(5, 1, 3)] + [(4, 1)] * (len(op.tensor_inputs) - 1),
                       DTYPES[_float_dtype(op)])
-    real = overload(*_call_args(op, tensors, attrs)[0], **_call_args(op, tensors, attrs)[1])
+    real = _outs(overload(*_call_args(op, tensors, attrs)[0], **_call_args(op, tensors, attrs)[1]))
     with FakeTensorMode() as mode:
         fake_tensors = {k: mode.from_tensor(v) for k, v in tensors.items()}
         args, kwargs = _call_args(op, fake_tensors, attrs)
-        fake = overload(*args, **kwargs)
-    assert (fake.shape, fake.dtype, fake.stride()) == (real.shape, real.dtype, real.stride())
+        fake = _outs(overload(*args, **kwargs))
+    assert [(f.shape, f.dtype, f.stride()) for f in fake] == [(r.shape, r.dtype, r.stride()) for r in real]
 
 
 
@@ -296,9 +314,9 @@ def test_vmap_matches_a_loop_over_samples(op, built_ops):
     in_dims = tuple(k % (tensors[n].dim() + 1) if n in batched else None for k, n in enumerate(names))
     fn = _fn(built_ops, op, attrs)
     args = [batched.get(n, tensors[n]) for n in names]
-    got = torch.vmap(fn, in_dims=in_dims)(*args)
-    expected = torch.stack([fn(*[a.select(d, i) if d is not None else a for a, d in zip(args, in_dims)]) for i in range(3)])
-    torch.testing.assert_close(got, expected)
+    got = _outs(torch.vmap(fn, in_dims=in_dims)(*args))
+    samples = [_outs(fn(*[a.select(d, i) if d is not None else a for a, d in zip(args, in_dims)])) for i in range(3)]
+    torch.testing.assert_close(got, tuple(torch.stack(per_output) for per_output in zip(*samples)))
     has_rule = torch._C._dispatch_has_kernel_for_dispatch_key(f"{NAMESPACE}::{op.name}", "FuncTorchBatched")
     assert has_rule == batches_by_broadcasting(op), f"{op.name}: batching rule registered: {has_rule}"
 
@@ -391,7 +409,8 @@ def test_jvp_matches_reference(op, built_ops, typed_api):
             torch.testing.assert_close(tangent, want_tangent, msg=lambda m: f"{op.name} {shapes} {layout}: jvp\n{m}")
             with fwAD.dual_level():
                 duals = tuple(fwAD.make_dual(p, t) for p, t in zip(primals, tangents))
-                got = fwAD.unpack_dual(over(getattr(built_ops, op.name).default)(*duals)).tangent
+                got = over(getattr(built_ops, op.name).default)(*duals)
+                got = fwAD.unpack_dual(got).tangent if isinstance(got, torch.Tensor) else tuple(fwAD.unpack_dual(g).tangent for g in got)
             torch.testing.assert_close(got, want_tangent, msg=lambda m: f"{op.name} {shapes} {layout}: forward_ad\n{m}")
 
 
@@ -416,20 +435,21 @@ def test_second_order_mixed_modes_match_reference(op, built_ops, typed_api):
     _needs_gradient(op)
     x, ours, ref = _over_first_differentiable(op, built_ops)
     for transform in (torch.func.hessian, lambda f: torch.func.jacrev(torch.func.jacfwd(f))):
-        got = transform(lambda t: ours(t).sum())(x)
-        torch.testing.assert_close(got, transform(lambda t: ref(t).sum())(x), msg=lambda m: f"{op.name}: second derivative\n{m}")
+        got = transform(lambda t: _total(ours(t)))(x)
+        torch.testing.assert_close(got, transform(lambda t: _total(ref(t)))(x), msg=lambda m: f"{op.name}: second derivative\n{m}")
 
 
 def test_func_grad_vjp_and_vmap_match_reference(op, built_ops, typed_api):
     """torch.func.grad, torch.func.vjp and per-sample gradients (vmap of grad) against the reference."""
     _needs_gradient(op)
     x, ours, ref = _over_first_differentiable(op, built_ops)
-    torch.testing.assert_close(torch.func.grad(lambda t: ours(t).sum())(x), torch.func.grad(lambda t: ref(t).sum())(x))
-    cotangent = torch.randn_like(ours(x))
+    torch.testing.assert_close(torch.func.grad(lambda t: _total(ours(t)))(x), torch.func.grad(lambda t: _total(ref(t)))(x))
+    out = ours(x)
+    cotangent = torch.randn_like(out) if isinstance(out, torch.Tensor) else tuple(torch.randn_like(o) for o in out)
     torch.testing.assert_close(torch.func.vjp(ours, x)[1](cotangent), torch.func.vjp(ref, x)[1](cotangent))
     batch = torch.stack([x, x * 0.5, x.flip(0)]).contiguous()
-    per_sample = torch.func.vmap(torch.func.grad(lambda t: ours(t).pow(2).sum()))(batch)
-    torch.testing.assert_close(per_sample, torch.func.vmap(torch.func.grad(lambda t: ref(t).pow(2).sum()))(batch))
+    per_sample = torch.func.vmap(torch.func.grad(lambda t: _total(ours(t), square=True)))(batch)
+    torch.testing.assert_close(per_sample, torch.func.vmap(torch.func.grad(lambda t: _total(ref(t), square=True)))(batch))
 
 
 def test_opcheck_with_grad(op, built_ops):
@@ -449,8 +469,7 @@ def test_gradients_have_input_shape_and_dtype(op, built_ops):
     gen = torch.Generator().manual_seed(6)
     tensors = {a.name: testing.make_tensor(op, a.name, s, DTYPES[dtypes[i % len(dtypes)]], gen).requires_grad_(a.name in _differentiable(op))
                for i, (a, s) in enumerate(zip(op.tensor_inputs, shapes))}
-    out = _fn(built_ops, op, attrs)(*tensors.values())
-    out.backward(torch.ones_like(out))
+    _total(_fn(built_ops, op, attrs)(*tensors.values())).backward()
     for name in _differentiable(op):
         t = tensors[name]
         assert t.grad is not None and t.grad.shape == t.shape and t.grad.dtype == t.dtype, name
@@ -463,8 +482,8 @@ def test_compiled_backward_matches_eager(op, built_ops):
     eager = _grad_case(op, shapes)
     traced = {k: v.detach().clone().requires_grad_(v.requires_grad) for k, v in eager.items()}
     fn = _fn(built_ops, op, attrs)
-    fn(*eager.values()).sum().backward()
-    torch.compile(lambda *t: fn(*t).sum(), backend="aot_eager", fullgraph=True)(*traced.values()).backward()
+    _total(fn(*eager.values())).backward()
+    torch.compile(lambda *t: _total(fn(*t)), backend="aot_eager", fullgraph=True)(*traced.values()).backward()
     for name in _differentiable(op):
         torch.testing.assert_close(traced[name].grad, eager[name].grad)
 
@@ -473,7 +492,7 @@ def test_explicit_formulas_agree_with_derived(op):
     """A spec's hand-written gradient formulas against symbolic differentiation of its kernel."""
     from opgen.api import python
     from opgen.derivatives import derived_formulas
-    from opgen.dest.backward import scope
+    from opgen.dest.backward import names, scope
 
     if op.gradient is None or op.gradient.auto:
         pytest.skip("no explicit formulas")
@@ -483,8 +502,10 @@ def test_explicit_formulas_agree_with_derived(op):
     for attrs in testing.attribute_sets(op, limit=4):
         env = {"torch": torch, "_t": lambda v: torch.as_tensor(v, dtype=torch.float64), **attrs}
         env.update({a.name: testing.make_tensor(op, a.name, (257,), torch.float64, gen) for a in op.tensor_inputs})
-        env["grad"] = torch.rand(257, generator=gen, dtype=torch.float64) * 2 - 1
-        env["result"] = eval(python.reference(op.kernel.expr, kernel_scope), env)  # noqa: S307 (printed from our IR)
+        grads, results = names(op)
+        for g, r, e in zip(grads, results, op.kernel.exprs):
+            env[g] = torch.rand(257, generator=gen, dtype=torch.float64) * 2 - 1
+            env[r] = eval(python.reference(e, kernel_scope), env)  # noqa: S307 (printed from our IR)
         for name, formula in op.gradient.formulas:
             got = eval(python.reference(formula, kernel_scope), env)  # noqa: S307
             want = eval(python.reference(derived.get(name, E.Num(0)), kernel_scope), env)  # noqa: S307
@@ -498,6 +519,8 @@ def test_explicit_formulas_agree_with_derived(op):
 
 def _out_case(op, call):
     """Inputs in the op's first float dtype, their call arguments, and the result without out=."""
+    if "out" not in op.variants:
+        pytest.skip(f"{op.name} has no out= variant (variants: {list(op.variants)})")
     attrs = testing.attribute_sets(op)[0]
     dtype = DTYPES[_float_dtype(op)]
     tensors = _sample(op, dtype=dtype)

@@ -143,17 +143,19 @@ def backward_matches_reference(overload, backward, op: OpSpec, namespace: str, c
     """Calls the generated `<op>_backward` op directly: each gradient has its input's shape and
     matches torch.autograd on the float64 reference."""
     tensors = case.tensors(op)
-    out = call(overload, op, tensors, case.attrs)
+    outs = outputs(call(overload, op, tensors, case.attrs))
     gen = torch.Generator().manual_seed(case.seed + 1)
-    grad = torch.rand(out.shape, generator=gen, dtype=torch.float64).to(out.dtype) * 2 - 1
-    env = {**tensors, "result": out}
-    args = [grad] + [env[s] for s in plan["saved"]] + [case.attrs[a] for a in plan["attributes"]]
+    cotangents = [torch.rand(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) * 2 - 1 for o in outs]
+    env = {**tensors, **dict(zip(plan["results"], outs, strict=True))}
+    args = cotangents + [env[s] for s in plan["saved"]] + [case.attrs[a] for a in plan["attributes"]]
     args += [list(tensors[n].shape) for n in plan["inputs"]]
     grads = backward(*args)
     grads = (grads,) if isinstance(grads, torch.Tensor) else tuple(grads)
     leaves = {k: v.detach().to(torch.float64).requires_grad_(k in plan["inputs"]) for k, v in tensors.items()}
-    expected_out = call(testing.reference_fn(namespace, op), op, leaves, case.attrs)
-    expected = torch.autograd.grad(expected_out, [leaves[n] for n in plan["inputs"]], grad.to(torch.float64), allow_unused=True)
+    expected_out = outputs(call(testing.reference_fn(namespace, op), op, leaves, case.attrs))
+    expected = torch.autograd.grad(expected_out, [leaves[n] for n in plan["inputs"]], [c.to(torch.float64) for c in cotangents],
+                                   allow_unused=True)
+    out = outs[0]
     for name, got, want in zip(plan["inputs"], grads, expected):
         assert got.shape == tensors[name].shape, f"gradient of '{name}' has shape {tuple(got.shape)}, input has {tuple(tensors[name].shape)}"
         want = torch.zeros_like(leaves[name]) if want is None else want

@@ -52,6 +52,8 @@ def environment() -> jinja2.Environment:
         repr=python.literal,
         md=markdown_text,
         md_code=markdown_code,
+        zip=lambda a, b: list(zip(a, b, strict=True)),
+        add_prefix=lambda s, prefix: prefix + s,
     )
     return env
 

@@ -39,7 +39,9 @@ METHODS: dict[str, tuple[str, tuple[str, ...], int]] = {
     "abs": ("{self}.abs()", (), 0),
     "sigmoid": ("{self}.sigmoid()", (), 0),
     "tanh": ("{self}.tanh()", (), 0),
+    "size": ("c10::Scalar({self}.sym_size({0}))", ("I",), 1),  # a number, symbolic under torch.compile
 }
+NUMBER_METHODS = ("size",)
 _OPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
 
 
@@ -211,7 +213,7 @@ def kind_of(e: TExpr, names: dict[str, str]) -> str:
         if not ok:
             what = {"T": "a tensor", "I": "an integer", "D": "a dim or a list of dims", "B": "True or False", "N": "a number"}[want]
             raise FormulaError(a.col, f"argument {e.args.index(a) + 1} of '{e.method}' must be {what}")
-    return TENSOR
+    return NUMBER if e.method in NUMBER_METHODS else TENSOR
 
 
 _PREC = {"+": 1, "-": 1, "*": 2, "/": 2, "**": 4}
@@ -278,4 +280,6 @@ def _cpp(e: TExpr, names: dict[str, str], rename: dict[str, str]) -> str:
 
 
 def _number(e: TExpr, code: str, names: dict[str, str]) -> str:
+    if isinstance(e, TMethod) and e.method in NUMBER_METHODS:
+        return code  # already a c10::Scalar
     return f"static_cast<double>({code})" if kind_of(e, names) in (INT, NUMBER) else code

@@ -46,7 +46,7 @@ def test_normalizations_match_torch(built_ops):
     for dtype, tol in ((torch.float32, 2e-5), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):
         x = torch.randn(300, 257, dtype=dtype)
         w, b = torch.randn(257, dtype=dtype), torch.randn(257, dtype=dtype)
-        torch.testing.assert_close(built_ops.layer_norm(x, w, b).double(),
+        torch.testing.assert_close(built_ops.layer_norm(x, w, b)[0].double(),
                                    torch.nn.functional.layer_norm(x.double(), (257,), w.double(), b.double()), atol=tol, rtol=tol)
         ref = x.double() * torch.rsqrt((x.double() ** 2).mean(-1, keepdim=True) + 1e-6) * w.double()
         torch.testing.assert_close(built_ops.rms_norm(x, w).double(), ref, atol=tol, rtol=tol)
@@ -67,6 +67,38 @@ def test_handwritten_backward_limits_are_errors(built_ops):
         built_ops.rms_norm(make_dual(x.detach(), torch.ones_like(x)), w.detach())
     b = torch.randn(4, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradgradcheck(lambda a, c, d: built_ops.layer_norm(a, c, d), (x, w, b))
+
+
+def test_multi_output_layer_norm(built_ops):
+    """Three outputs with their own shape rules; gradients flow from any subset of them (an output
+    that gets none counts as zeros), through the saved statistics, under torch.compile too."""
+    x = torch.randn(2, 3, 5, dtype=torch.float64, requires_grad=True)
+    w, b = torch.randn(5, dtype=torch.float64), torch.randn(5, dtype=torch.float64)
+    y, mean, rstd = built_ops.layer_norm(x, w, b)
+    expected = torch.native_layer_norm(x.detach(), [5], w, b, 1e-5)
+    for got, want in zip((y, mean, rstd), expected, strict=True):
+        assert got.shape == want.shape
+        torch.testing.assert_close(got.detach(), want)
+    # d mean / dx = 1/n; d rstd / dx through the biased variance
+    (gx,) = torch.autograd.grad(mean.sum(), x, retain_graph=True)
+    torch.testing.assert_close(gx, torch.full_like(x, 1 / 5))
+    (gx,) = torch.autograd.grad(rstd.sum(), x)
+    xd = x.detach().requires_grad_()
+    (want,) = torch.autograd.grad((xd.var(-1, unbiased=False) + 1e-5).rsqrt().sum(), xd)
+    torch.testing.assert_close(gx, want)
+    for pick in ((0,), (1,), (2,), (0, 2)):
+        assert torch.autograd.gradcheck(lambda a, pick=pick: tuple(built_ops.layer_norm(a, w, b)[i] for i in pick), (x,))
+    torch._dynamo.reset()
+    f = torch.compile(lambda a: (built_ops.layer_norm(a, w, b)[0] * built_ops.layer_norm(a, w, b)[2]).sum(),
+                      backend="aot_eager", fullgraph=True, dynamic=True)
+    for rows in (3, 4):
+        a = torch.randn(rows, 5, dtype=torch.float64, requires_grad=True)
+        f(a).backward()
+        ref = a.detach().requires_grad_()
+        (built_ops.layer_norm(ref, w, b)[0] * built_ops.layer_norm(ref, w, b)[2]).sum().backward()
+        torch.testing.assert_close(a.grad, ref.grad)
+    empty = built_ops.layer_norm(torch.randn(3, 0), torch.randn(0), torch.randn(0))
+    assert [tuple(t.shape) for t in empty] == [(3, 0), (3, 1), (3, 1)] and bool(empty[2].isnan().all())
 
 
 def test_compiled_backward_traces_the_handwritten_backward(built_ops):

@@ -179,3 +179,112 @@ def test_bool_output_and_variants():
     round_trips(op)
     assert "unknown variant 'in_place'" in error(relu.replace("[inplace, out]", "[in_place]"), "relu").message
     assert "'out' is listed twice" in error(relu.replace("[inplace, out]", "[out, out]"), "relu").message
+
+
+NORM = """\
+signature: norm(Tensor x, *, float eps=1e-5) -> (Tensor y, Tensor mean, Tensor rstd)
+dtypes: [floating]
+shape:
+  y: same(x)
+  mean: reduce(x, -1, True)
+  rstd: reduce(x, -1, True)
+kernel:
+  cpu: norm.cpu.cpp
+gradient:
+  x: rstd * (grad_y - grad_y.mean(-1, True)) + grad_mean / x.size(-1) - grad_rstd * rstd ** 3 * (x - mean) / x.size(-1)
+reference: torch.native_layer_norm(x, [x.shape[-1]], None, None, eps)
+"""
+
+
+def test_multi_output_handwritten_parses_and_round_trips():
+    op = parse(NORM, "norm")
+    assert op.multi_output and op.output_names == ("y", "mean", "rstd")
+    assert [str(r) for r in op.shapes] == ["same(x)", "reduce(x, -1, True)", "reduce(x, -1, True)"]
+    assert op.shapes[1].literal_dim and op.variants == ()
+    round_trips(op)
+    names = {"x": T.TENSOR, "rstd": T.TENSOR, "grad_mean": T.TENSOR}
+    assert T.cpp(T.parse_formula("grad_mean / x.size(-1) * rstd", names).expr, names) == (
+        "((grad_mean / c10::Scalar(x.sym_size(int64_t{-1}))) * rstd)")
+    one = parse(NORM.replace("-> (Tensor y, Tensor mean, Tensor rstd)", "-> Tensor").replace(
+        "shape:\n  y: same(x)\n  mean: reduce(x, -1, True)\n  rstd: reduce(x, -1, True)", "shape: reduce(x, -1)").replace(
+        "  x: rstd * (grad_y - grad_y.mean(-1, True)) + grad_mean / x.size(-1) - grad_rstd * rstd ** 3 * (x - mean) / x.size(-1)",
+        "  x: grad.unsqueeze(-1).expand_as(x) / x.size(-1)"), "norm")
+    assert str(one.shape) == "reduce(x, -1)" and one.output_names == ("out",)
+    round_trips(one)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("(Tensor y, Tensor mean, Tensor rstd)", "(Tensor y, Tensor, Tensor rstd)", "name every output of a multi-output op"),
+    ("(Tensor y, Tensor mean, Tensor rstd)", "(Tensor x, Tensor mean, Tensor rstd)", "output name 'x' collides"),
+    ("(Tensor y, Tensor mean, Tensor rstd)", "(Tensor y, Tensor grad_m, Tensor rstd)", "output name 'grad_m' collides"),
+    ("(Tensor y, Tensor mean, Tensor rstd)", "(Tensor y, Tensor mean, Tensor y)", "output name 'y' collides"),
+    ("  rstd: reduce(x, -1, True)\n", "", "give a shape rule for every output; missing: rstd"),
+    ("  rstd: reduce(x, -1, True)", "  rstd: reduce(x, -1, True)\n  var: same(x)", "unknown key 'var'; allowed keys: y, mean, rstd"),
+    ("mean: reduce(x, -1, True)", "mean: reduce(x, 1.5)", "use reduce(x, dim)"),
+    ("mean: reduce(x, -1, True)", "mean: reduce(x, -1, yes)", "'yes' must be a 'bool' argument"),
+    ("grad_mean / x.size(-1)", "grad / x.size(-1)", "unknown name 'grad' in gradient formula"),
+    ("grad_mean / x.size(-1)", "grad_mean / x.size(w)", "unknown name 'w'"),
+    ("  x: rstd * (grad_y - grad_y.mean(-1, True)) + grad_mean", "  x: x.size(-1)\n  z: rstd * (grad_y - grad_y.mean(-1, True)) + grad_mean",
+     "a gradient formula computes a tensor"),
+])
+def test_multi_output_errors(old, new, message):
+    assert old in NORM
+    e = error(NORM.replace(old, new), "norm")
+    assert message in e.message, e.message
+
+
+def test_shape_mapping_needs_a_handwritten_multi_output_op():
+    e = error(NORM.replace("-> (Tensor y, Tensor mean, Tensor rstd)", "-> Tensor"), "norm")
+    assert "a mapping of shape rules is for ops with several outputs" in e.message
+    e = error(SUM_SQUARES.replace("shape: reduce(x, dim, keepdim)", "shape: reduce(x, 0, keepdim)"), "sum_squares")
+    assert "a reduction kernel reduces the dims its caller passes" in e.message
+
+
+CARTESIAN = """\
+signature: to_cartesian(Tensor r, Tensor theta) -> (Tensor x, Tensor y)
+dtypes: [floating]
+shape: broadcast(r, theta)
+kernel:
+  pointwise:
+    x: r * cos(theta)
+    y: r * sin(theta)
+gradient:
+  r: grad_x * cos(theta) + grad_y * sin(theta)
+  theta: grad_y * x - grad_x * y
+"""
+
+
+def test_multi_output_pointwise_parses_round_trips_and_derives():
+    from opgen import expr as E
+    from opgen.derivatives import derived_formulas, substitute
+
+    op = parse(CARTESIAN, "to_cartesian")
+    assert op.multi_output and op.is_pointwise and len(op.kernel.exprs) == 2 and op.variants == ()
+    assert op.kernel.text == "r * cos(theta); r * sin(theta)"
+    round_trips(op)
+    auto = parse(CARTESIAN.split("gradient:")[0] + "gradient: auto\n", "to_cartesian")
+    derived = {n: E.unparse(f) for n, f in derived_formulas(auto)}
+    assert derived == {"r": "grad_x * cos(theta) + grad_y * sin(theta)",
+                       "theta": "grad_x * (r * -sin(theta)) + grad_y * (r * cos(theta))"}, derived
+    # a tangent takes one output's terms: grad_y := 0 drops them
+    f = dict(derived_formulas(auto))["theta"]
+    assert E.unparse(substitute(f, {"grad_x": E.Name("grad"), "grad_y": E.Num(0)})) == "grad * (r * -sin(theta))"
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("    y: r * sin(theta)\n", "", "give an expression for every output; missing: y"),
+    ("    y: r * sin(theta)", "    y: r * sin(theta)\n    z: r", "unknown key 'z'; allowed keys: x, y"),
+    ("    y: r * sin(theta)", "    y: r > 0", "each output's expression computes a number"),
+    ("  pointwise:\n    x: r * cos(theta)\n    y: r * sin(theta)", "  pointwise: r * cos(theta)", "one expression per output"),
+    ("  theta: grad_y * x - grad_x * y", "  theta: grad * x", "unknown name 'grad'"),
+    ("  theta: grad_y * x - grad_x * y", "  theta: result", "unknown name 'result'"),
+    ("shape: broadcast(r, theta)", "shape: {x: same(r), y: same(theta)}", "one shape rule per output is for hand-written kernels"),
+    ("(Tensor x, Tensor y)", "(Tensor x, Tensor r)", "output name 'r' collides"),
+])
+def test_multi_output_pointwise_errors(old, new, message):
+    assert old in CARTESIAN
+    e = error(CARTESIAN.replace(old, new), "to_cartesian")
+    assert message in e.message, e.message
+    if "variants" not in CARTESIAN:
+        e = error(CARTESIAN + "variants: [out]\n", "to_cartesian")
+        assert "the out variant is for ops with one output" in e.message

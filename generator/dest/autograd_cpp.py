@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..api import aten_expr, cpp
+from ..derivatives import substitute
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
@@ -30,6 +31,8 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
             raise NotImplementedError(f"{op.name}: list or optional attribute '{a.name}' in a gradient formula")
     args = op.schema.arguments
     tensors = [a.name for a in op.tensor_inputs]
+    scope = backward.scope(op)
+    composite = {n: aten_expr.aten(f, scope) for n, f in zip(bw.inputs, bw.formulas)}
     text = render(
         TEMPLATE,
         op=op,
@@ -38,7 +41,10 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         qualified=f"{lib.namespace}.{op.name}",
         node=node_name(op),
         formulas=[(n, E.unparse(f)) for n, f in zip(bw.inputs, bw.formulas)],
-        forward_type=f"at::Tensor({', '.join(cpp.argument_type(a.type) for a in args)})",
+        forward_type=f"{cpp.returns_type(op.schema)}({', '.join(cpp.argument_type(a.type) for a in args)})",
+        returns_type=cpp.returns_type(op.schema),
+        multi=len(bw.grads) > 1,
+        tangents=_tangents(op, bw, composite),
         params=cpp.parameters(args),
         args=cpp.names(args),
         tensor_args=", ".join(tensors),
@@ -48,13 +54,33 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         tangent_params=", ".join(
             [f"[[maybe_unused]] const at::Tensor& {n}" for n in tensors]
             + [f"{MEMBER_TYPES[a.type.base]} {a.name}" for a in bw.attributes]
-            + ["const at::Tensor& result"]
+            + [f"[[maybe_unused]] const at::Tensor& {r}" for r in bw.results]
             + [f"const at::Tensor& {n}__t" for n in bw.inputs]
         ),
         primal_args=", ".join(
             [f"{n}._fw_primal(/*level=*/0)" for n in tensors]
             + [TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes]
         ),
-        composite={n: aten_expr.aten(f, backward.scope(op)) for n, f in zip(bw.inputs, bw.formulas)},
+        composite=composite,
     )
     return GeneratedFile(f"csrc/autograd/{op.name}.cpp", text, op.path)
+
+
+def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) -> list[dict]:
+    """One tangent function per output: the terms, per input, of the formulas with that output's
+    incoming gradient standing for the input's tangent (`grad`) and the other gradients 0."""
+    if len(bw.grads) == 1:
+        return [{"name": "tangent", "result": "result", "terms": list(composite.items())}]
+    scope = backward.scope(op)
+    scope = E.Scope({**scope.names, "grad": E.TENSOR}, True, scope.what)
+    out = []
+    for g, r in zip(bw.grads, bw.results):
+        names = {other: E.Num(0) for other in bw.grads}
+        names[g] = E.Name("grad")
+        terms = []
+        for n, f in zip(bw.inputs, bw.formulas):
+            coefficient = substitute(f, names)
+            if coefficient != E.Num(0):
+                terms.append((n, aten_expr.aten(coefficient, scope)))
+        out.append({"name": f"tangent_{r}", "result": r, "terms": terms})
+    return out

@@ -21,18 +21,20 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
     c = custom.custom(op)
     args = op.schema.arguments
     formulas = dict(g.tensor_formulas)
+    results = custom.results(op)
     if c.backward:
-        saved_names = {a.name for a in op.tensor_inputs} | {"result"}
+        saved_names = {a.name for a in op.tensor_inputs} | set(results)
         attributes = list(op.attributes)
     else:
         saved_names = set().union(*(f.names() for f in formulas.values()))
         attributes = [a for a in op.attributes if a.name in saved_names]
-    saved = [a.name for a in op.tensor_inputs if a.name in saved_names] + (["result"] if "result" in saved_names else [])
+    saved = [a.name for a in op.tensor_inputs if a.name in saved_names]
+    saved_results = [r for r in results if r in saved_names]
     composite = {}
     for name, f in formulas.items():
         kinds = {a.name: TENSOR_KIND for a in op.tensor_inputs}
         kinds.update({a.name: k for a in op.attributes if (k := _formula_kind(a))})
-        kinds.update({"grad": TENSOR_KIND, "result": TENSOR_KIND})
+        kinds.update({n: TENSOR_KIND for n in (*custom.incoming_grads(op), *results)})
         rename = {name: f"{name}_element"} if name in c.lists else ({name: f"(*{name})"} if name in c.optional else {})
         composite[name] = T.cpp(f.expr, kinds, rename)
     text = render(
@@ -44,7 +46,12 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         node=node_name(op),
         formulas=[(n, f.text) for n, f in formulas.items()],
         differentiable=[a.name for a in op.tensor_inputs if c.backward or a.name in formulas],
-        forward_type=f"at::Tensor({', '.join(cpp.argument_type(a.type) for a in args)})",
+        forward_type=f"{cpp.returns_type(op.schema)}({', '.join(cpp.argument_type(a.type) for a in args)})",
+        returns_type=cpp.returns_type(op.schema),
+        results=list(results),
+        incoming=list(custom.incoming_grads(op)),
+        saved_results=saved_results,
+        multi=len(results) > 1,
         backward_type=_backward_type(op),
         params=cpp.parameters(args),
         args=cpp.names(args),
@@ -61,5 +68,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
 def _backward_type(op: OpSpec) -> str:
     n = len(op.tensor_inputs)
     ret = "std::tuple<" + ", ".join(["at::Tensor"] * n) + ">"
-    params = ["const at::Tensor&", *(cpp.argument_type(a.type) for a in op.schema.arguments), "const at::Tensor&", f"std::array<bool, {n}>"]
+    outs = len(op.schema.returns)
+    params = ["const at::Tensor&"] * outs + [cpp.argument_type(a.type) for a in op.schema.arguments]
+    params += ["const at::Tensor&"] * outs + [f"std::array<bool, {n}>"]
     return f"{ret}({', '.join(params)})"

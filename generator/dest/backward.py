@@ -3,7 +3,8 @@
 `<op>_backward(Tensor grad, <saved tensors>, <attributes>, SymInt[] <input>__shape...)` returns
 one gradient per differentiable input, computed by one fused pass over the output's elements
 and summed back to each input's shape. Only tensors that the formulas read are saved;
-`__` cannot appear in spec names, so the shape arguments never collide with them.
+`__` cannot appear in spec names, so the shape arguments never collide with them. An op with
+several outputs takes `Tensor grad_<output>` for each instead of `grad`.
 """
 
 from __future__ import annotations
@@ -24,21 +25,28 @@ class BackwardPlan:
     name: str
     inputs: tuple[str, ...]  # differentiable inputs, signature order
     formulas: tuple[E.Expr, ...]
-    saved: tuple[str, ...]  # tensors the formulas read (inputs in signature order, then 'result')
+    saved: tuple[str, ...]  # tensors the formulas read (inputs in signature order, then outputs)
     attributes: tuple[Argument, ...]  # attributes the formulas read
     kernel_attrs: tuple[KernelAttr, ...]
+    grads: tuple[str, ...] = ("grad",)  # the incoming gradients, one per output of the op
+    results: tuple[str, ...] = ("result",)  # the op's outputs as the formulas name them
+
+    def passthrough(self, i: int) -> str | None:
+        """The incoming gradient that input i's formula is, unchanged (only reduced), if it is one."""
+        f = self.formulas[i]
+        return f.id if isinstance(f, E.Name) and f.id in self.grads else None
 
     @property
     def fused(self) -> tuple[int, ...]:
-        """Outputs computed by the fused kernel; the others are `grad` itself, only reduced."""
-        return tuple(i for i, f in enumerate(self.formulas) if f != E.Name("grad"))
+        """Outputs computed by the fused kernel; the others are an incoming gradient, only reduced."""
+        return tuple(i for i in range(len(self.formulas)) if self.passthrough(i) is None)
 
     @property
     def shape_args(self) -> tuple[str, ...]:
         return tuple(f"{n}__shape" for n in self.inputs)
 
     def schema(self) -> str:
-        args = ["Tensor grad"] + [f"Tensor {t}" for t in self.saved]
+        args = [f"Tensor {g}" for g in self.grads] + [f"Tensor {t}" for t in self.saved]
         args += [f"{a.type} {a.name}" for a in self.attributes]
         args += [f"SymInt[] {s}" for s in self.shape_args]
         rets = "Tensor" if len(self.inputs) == 1 else "(" + ", ".join("Tensor" for _ in self.inputs) + ")"
@@ -52,19 +60,19 @@ class BackwardPlan:
 
     @property
     def cpp_params(self) -> str:
-        parts = ["const at::Tensor& grad"] + [f"const at::Tensor& {t}" for t in self.saved]
+        parts = [f"const at::Tensor& {g}" for g in self.grads] + [f"const at::Tensor& {t}" for t in self.saved]
         parts += [f"{cpp.argument_type(a.type)} {a.name}" for a in self.attributes]
         parts += [f"c10::SymIntArrayRef {s}" for s in self.shape_args]
         return ", ".join(parts)
 
     @property
     def cpp_args(self) -> str:
-        return ", ".join(["grad", *self.saved, *(a.name for a in self.attributes), *self.shape_args])
+        return ", ".join([*self.grads, *self.saved, *(a.name for a in self.attributes), *self.shape_args])
 
     @property
     def cpp_types(self) -> str:
         """The C++ function type, for Dispatcher::typed<>."""
-        parts = ["const at::Tensor&"] * (1 + len(self.saved))
+        parts = ["const at::Tensor&"] * (len(self.grads) + len(self.saved))
         parts += [cpp.argument_type(a.type) for a in self.attributes]
         parts += ["c10::SymIntArrayRef"] * len(self.inputs)
         return f"{self.return_type}({', '.join(parts)})"
@@ -79,7 +87,8 @@ def plan(op: OpSpec) -> BackwardPlan | None:
     used: set[str] = set()
     for _, f in formulas:
         used |= E.names_in(f)
-    saved = tuple(a.name for a in op.tensor_inputs if a.name in used) + (("result",) if "result" in used else ())
+    grads, results = names(op)
+    saved = tuple(a.name for a in op.tensor_inputs if a.name in used) + tuple(r for r in results if r in used)
     attributes = tuple(a for a in op.attributes if a.name in used)
     return BackwardPlan(
         name=f"{op.name}_backward",
@@ -88,15 +97,26 @@ def plan(op: OpSpec) -> BackwardPlan | None:
         saved=saved,
         attributes=attributes,
         kernel_attrs=tuple(kernel_attrs(op, used)),
+        grads=grads,
+        results=results,
     )
+
+
+def names(op: OpSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """How formulas name the incoming gradients and the outputs: `grad` and `result` for one
+    output; `grad_<name>` and `<name>` for each of several."""
+    if len(op.schema.returns) == 1:
+        return ("grad",), ("result",)
+    return tuple(f"grad_{n}" for n in op.output_names), op.output_names
 
 
 def scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
-    return E.Scope({**s.names, "grad": E.TENSOR, "result": E.TENSOR}, True, "gradient formula")
+    grads, results = names(op)
+    return E.Scope({**s.names, **{n: E.TENSOR for n in (*grads, *results)}}, True, "gradient formula")
 
 
 def kernel_code(op: OpSpec, p: BackwardPlan) -> cpp_expr.KernelCode | None:
     if not p.fused:
         return None
-    return cpp_expr.kernel_code([p.formulas[i] for i in p.fused], scope(op), ["grad", *p.saved])
+    return cpp_expr.kernel_code([p.formulas[i] for i in p.fused], scope(op), [*p.grads, *p.saved])

@@ -39,7 +39,8 @@ def _example(op: OpSpec, ns: str) -> str:
         if not a.has_default:
             value = {"float": "1.0", "int": "1", "bool": "True", "str": "''", "Scalar": "1.0"}.get(a.type.base, "None")
             args.append(f"{a.name}={value}" if a.kwarg_only else value)
-    lines.append(f"y = {ns}.{op.name}({', '.join(args)})")
+    result = ", ".join(op.output_names) if len(op.schema.returns) > 1 and all(r.name for r in op.schema.returns) else "y"
+    lines.append(f"{result} = {ns}.{op.name}({', '.join(args)})")
     return "\n".join(lines)
 
 
@@ -57,8 +58,14 @@ def _kernel(op: OpSpec) -> str:
     return f"pointwise: {md_code(k.text)}" + (" (bool output)" if k.bool_output else "")
 
 
+def _shapes(op: OpSpec) -> str:
+    if not op.output_shapes:
+        return md_code(str(op.shape))
+    return "<br>".join(f"{n}: {md_code(str(r))}" for n, r in zip(op.output_names, op.shapes))
+
+
 def emit_op(op: OpSpec, lib: Library) -> GeneratedFile:
-    text = render("docs/op.md.j2", op=op, ns=lib.namespace, dtype_names=dtype_names(op), kernel=_kernel(op),
+    text = render("docs/op.md.j2", op=op, ns=lib.namespace, dtype_names=dtype_names(op), kernel=_kernel(op), shapes=_shapes(op),
                   gradient=_gradient(op), example=_example(op, lib.namespace))
     return GeneratedFile(f"docs/{op.name}.md", text, op.path)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .. import expr as E
 from ..api import cpp, cpp_expr
 from ..library import Library
-from ..model import OpSpec
+from ..model import OpSpec, ShapeRule
 from ..render import render
 from . import backward, custom, reduction
 from . import op_context as ctx
@@ -19,7 +19,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         return emit_reduction(op, lib)
     if op.is_custom:
         return emit_custom(op, lib)
-    used = E.names_in(op.kernel.expr)
+    used = set().union(*(E.names_in(e) for e in op.kernel.exprs))
     attrs = ctx.kernel_attrs(op, used)
     kernel_call = ", ".join(
         f"{a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else a.name for a in attrs)
@@ -42,8 +42,10 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         dtype_names=ctx.dtype_names(op),
         checks=ctx.checks(op),
         shape_text=str(op.shape),
-        shape_sizes=_shape_sizes(op, scope),
+        shape_sizes=_shape_sizes(op.shape, scope),
         kernels=kernels,
+        outs=["_out"] if len(op.output_names) == 1 else [f"_{n}" for n in op.output_names],
+        returns_type=cpp.returns_type(op.schema),
         out_schema=out_schema(op),
         has_out="out" in op.variants,
         inplace=inplace(op),
@@ -86,8 +88,10 @@ def emit_custom(op: OpSpec, lib: Library) -> GeneratedFile:
     converted = {*c.plain, *c.optional, *c.lists}
     kernel_args = ", ".join(f"_{a.name}" if a.name in converted else a.name for a in op.schema.arguments)
     n = len(op.tensor_inputs)
-    bw_params = ", ".join(["const at::Tensor& grad", cpp.parameters(op.schema.arguments), "const at::Tensor& result",
-                           f"std::array<bool, {n}> output_mask"])
+    bw_params = ", ".join([*(f"const at::Tensor& {g}" for g in custom.incoming_grads(op)), cpp.parameters(op.schema.arguments),
+                           *(f"const at::Tensor& {r}" for r in custom.results(op)), f"std::array<bool, {n}> output_mask"])
+    outputs = [{"name": name, "rule": rule, "text": str(rule), "sizes": _shape_sizes(rule, scope), "reduce": _reduce_args(rule)}
+               for name, rule in zip(op.output_names, op.shapes)]
     text = render(
         "csrc/ops/custom.cpp.j2",
         op=op,
@@ -102,12 +106,15 @@ def emit_custom(op: OpSpec, lib: Library) -> GeneratedFile:
         dtype_names=ctx.dtype_names(op),
         dtype_list="{" + ", ".join(f"at::ScalarType::{d.scalar_type}" for d in op.dtypes) + "}",
         checks=ctx.checks(op),
-        shape_text=str(op.shape),
-        shape_sizes=_shape_sizes(op, scope),
+        outputs=outputs,
+        outs=["_out"] if len(outputs) == 1 else [f"_{o['name']}" for o in outputs],
+        returns_type=cpp.returns_type(op.schema),
         out_schema=out_schema(op) if "out" in op.variants else None,
         bw_schema=custom.backward_schema(op),
         bw_params=bw_params,
-        bw_args=", ".join(["grad", cpp.names(op.schema.arguments), "result", "output_mask"]),
+        bw_args=", ".join([*custom.incoming_grads(op), cpp.names(op.schema.arguments), *custom.results(op), "output_mask"]),
+        incoming=list(custom.incoming_grads(op)),
+        results=list(custom.results(op)),
         grads=list(custom.grad_outputs(op)),
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
@@ -119,9 +126,18 @@ def emit_kernel_header(op: OpSpec, lib: Library) -> GeneratedFile:
     return GeneratedFile(f"csrc/kernels/{op.name}_kernel.h", text, op.path)
 
 
-def _shape_sizes(op: OpSpec, scope) -> list[str]:
+def _shape_sizes(rule: ShapeRule, scope) -> list[str]:
     return [cpp_expr.symbolic(s, scope) if any(isinstance(n, E.Method) for n in E.walk(s))
-            else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in op.shape.sizes]
+            else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in rule.sizes]
+
+
+def _reduce_args(rule: ShapeRule) -> dict | None:
+    """C++ for a reduce(x, dim, keepdim) rule of a hand-written kernel: dims and keepdim, literal or arguments."""
+    if rule.kind != "reduce":
+        return None
+    dim = f"int64_t{{{rule.dim}}}" if rule.literal_dim else rule.dim
+    keepdim = {"True": "true", "False": "false", None: "false"}.get(rule.keepdim, rule.keepdim)
+    return {"x": rule.tensors[0], "dim": dim, "dim_name": "dim" if rule.literal_dim else rule.dim, "keepdim": keepdim}
 
 
 def inplace(op: OpSpec) -> dict | None:

@@ -24,8 +24,9 @@ class Kernel:
 def kernels(op: OpSpec) -> tuple[Kernel, ...]:
     """Printed once per spec: the CPU and the CUDA emitter both ask."""
     tensors = [a.name for a in op.tensor_inputs]
-    forward = cpp_expr.kernel_code(op.kernel.expr, ctx.kernel_scope(op), tensors)
-    out = [Kernel(op.name, forward, ctx.kernel_attrs(op, E.names_in(op.kernel.expr)))]
+    exprs = list(op.kernel.exprs)
+    forward = cpp_expr.kernel_code(exprs if len(exprs) > 1 else exprs[0], ctx.kernel_scope(op), tensors)
+    out = [Kernel(op.name, forward, ctx.kernel_attrs(op, set().union(*(E.names_in(e) for e in exprs))))]
     plan = backward.plan(op)
     code = backward.kernel_code(op, plan) if plan is not None else None
     if code is not None:

@@ -52,7 +52,7 @@ def batches_by_broadcasting(op: OpSpec) -> bool:
     shape is the broadcast of its (positional) tensor inputs and no check reads a size."""
     broadcasting = op.shape.kind == "broadcast" or (op.shape.kind == "same" and len(op.tensor_inputs) == 1)
     reads_sizes = any(isinstance(n, E.Method) for c in op.checks for n in E.walk(c.expr))
-    return broadcasting and not reads_sizes and not any(a.kwarg_only for a in op.tensor_inputs)
+    return broadcasting and not reads_sizes and not any(a.kwarg_only for a in op.tensor_inputs) and len(op.schema.returns) == 1
 
 
 def has_out(op: OpSpec) -> bool:
@@ -125,10 +125,11 @@ def emit_op(op: OpSpec, lib: Library) -> list[GeneratedFile]:
     elif op.is_reduction:
         expression = reduction_reference(op)
     else:
-        expression = python.reference(op.kernel.expr, kernel_scope(op))
-    if op.reference is None and op.shape.kind == "explicit":  # the rule's shape may exceed the inputs' broadcast
-        sizes = "".join(f"{python.size(e)}, " for e in op.shape.sizes)
-        expression = f"torch.broadcast_to(torch.as_tensor({expression}, dtype=torch.float64), ({sizes}))"
+        expressions = [python.reference(e, kernel_scope(op)) for e in op.kernel.exprs]
+        if op.shape.kind == "explicit":  # the rule's shape may exceed the inputs' broadcast
+            sizes = "".join(f"{python.size(e)}, " for e in op.shape.sizes)
+            expressions = [f"torch.broadcast_to(torch.as_tensor({e}, dtype=torch.float64), ({sizes}))" for e in expressions]
+        expression = expressions[0] if len(expressions) == 1 else f"({', '.join(expressions)})"
     ref = render("python/_references/op.py.j2", op=op, params=params.replace(": Tensor", ": torch.Tensor"), expression=expression)
     return [
         GeneratedFile(f"{base}/_ops/{op.name}.py", wrapper, op.path),

@@ -31,7 +31,8 @@ def _backward(op: OpSpec) -> dict | None:
     p = backward.plan(op)
     if p is None:
         return None
-    return {"name": p.name, "inputs": list(p.inputs), "saved": list(p.saved), "attributes": [a.name for a in p.attributes]}
+    return {"name": p.name, "inputs": list(p.inputs), "saved": list(p.saved), "attributes": [a.name for a in p.attributes],
+            "grads": list(p.grads), "results": list(p.results)}
 
 
 def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:

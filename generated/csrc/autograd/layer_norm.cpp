@@ -4,9 +4,9 @@
 // Autograd for layer_norm (hand-written kernels): a LayerNormBackward node that saves what the
 // backward reads. Its backward is the spec's whole-tensor formulas as ATen ops, summed to each input's
 // shape, so ATen differentiates them again for double backward and AOTAutograd traces them.// Forward-mode AD is not available for hand-written kernels: a tangent raises an error naming the op.
-//   x: ((x - x.mean(-1, True)).pow(2).mean(-1, True) + eps).rsqrt() * (grad * weight - (grad * weight).mean(-1, True) - (x - x.mean(-1, True)) * ((x - x.mean(-1, True)).pow(2).mean(-1, True) + eps).rsqrt() * (grad * weight * (x - x.mean(-1, True)) * ((x - x.mean(-1, True)).pow(2).mean(-1, True) + eps).rsqrt()).mean(-1, True))
-//   weight: grad * (x - x.mean(-1, True)) * ((x - x.mean(-1, True)).pow(2).mean(-1, True) + eps).rsqrt()
-//   bias: grad
+//   x: rstd * (grad_y * weight - (grad_y * weight).mean(-1, True) - (x - mean) * rstd * (grad_y * weight * (x - mean) * rstd).mean(-1, True)) + (grad_mean - grad_rstd * rstd ** 3 * (x - mean)) / x.size(-1)
+//   weight: grad_y * (x - mean) * rstd
+//   bias: grad_y
 #include "../opgen_autograd.h"
 
 namespace opgen_ops {
@@ -14,10 +14,10 @@ namespace {
 
 constexpr const char* _op = "opgen_ops.layer_norm";
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>& forward_op() {
+const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>& forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::layer_norm", "")
-      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
+      .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
   return _handle;
 }
 
@@ -29,13 +29,23 @@ struct LayerNormBackward : public torch::autograd::TraceableFunction {
   void release_variables() override {
     x_.reset_data();
     weight_.reset_data();
+    mean_.reset_data();
+    rstd_.reset_data();
   }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
 
   torch::autograd::SavedVariable x_;
   torch::autograd::SavedVariable weight_;
-  double eps;
+  torch::autograd::SavedVariable mean_;
+  torch::autograd::SavedVariable rstd_;
+  // Each output's shape and options: an output that gets no gradient contributes zeros.
+  std::vector<c10::SymInt> y__out_shape;
+  at::TensorOptions y__out_options;
+  std::vector<c10::SymInt> mean__out_shape;
+  at::TensorOptions mean__out_options;
+  std::vector<c10::SymInt> rstd__out_shape;
+  at::TensorOptions rstd__out_options;
   size_t x__edge = 0;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype = at::kFloat;
@@ -52,25 +62,29 @@ struct LayerNormBackward : public torch::autograd::TraceableFunction {
 
 torch::autograd::variable_list LayerNormBackward::apply(torch::autograd::variable_list&& grads) {
   torch::autograd::variable_list out(num_outputs());
-  if (!grads[0].defined()) {
+  if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) {
     return out;
   }
+  const at::Tensor mean = mean_.unpack(getptr());
+  const at::Tensor rstd = rstd_.unpack(getptr());
+  const at::Tensor grad_y = grads[0].defined() ? grads[0] : at::zeros_symint(y__out_shape, y__out_options);
+  const at::Tensor grad_mean = grads[1].defined() ? grads[1] : at::zeros_symint(mean__out_shape, mean__out_options);
+  const at::Tensor grad_rstd = grads[2].defined() ? grads[2] : at::zeros_symint(rstd__out_shape, rstd__out_options);
   const at::Tensor x = x_.unpack();
   const at::Tensor weight = weight_.unpack();
-  const at::Tensor& grad = grads[0];
   if (x__defined && task_should_compute_output(x__edge)) {
-    out[x__edge] = at::sum_to((((x - x.mean(at::IntArrayRef{int64_t{-1}}, true)).pow(static_cast<double>(int64_t{2})).mean(at::IntArrayRef{int64_t{-1}}, true) + static_cast<double>(eps)).rsqrt() * (((grad * weight) - (grad * weight).mean(at::IntArrayRef{int64_t{-1}}, true)) - (((x - x.mean(at::IntArrayRef{int64_t{-1}}, true)) * ((x - x.mean(at::IntArrayRef{int64_t{-1}}, true)).pow(static_cast<double>(int64_t{2})).mean(at::IntArrayRef{int64_t{-1}}, true) + static_cast<double>(eps)).rsqrt()) * (((grad * weight) * (x - x.mean(at::IntArrayRef{int64_t{-1}}, true))) * ((x - x.mean(at::IntArrayRef{int64_t{-1}}, true)).pow(static_cast<double>(int64_t{2})).mean(at::IntArrayRef{int64_t{-1}}, true) + static_cast<double>(eps)).rsqrt()).mean(at::IntArrayRef{int64_t{-1}}, true)))), x__shape).to(x__dtype);
+    out[x__edge] = at::sum_to(((rstd * (((grad_y * weight) - (grad_y * weight).mean(at::IntArrayRef{int64_t{-1}}, true)) - (((x - mean) * rstd) * (((grad_y * weight) * (x - mean)) * rstd).mean(at::IntArrayRef{int64_t{-1}}, true)))) + ((grad_mean - ((grad_rstd * rstd.pow(static_cast<double>(int64_t{3}))) * (x - mean))) / c10::Scalar(x.sym_size(int64_t{-1})))), x__shape).to(x__dtype);
   }
   if (weight__defined && task_should_compute_output(weight__edge)) {
-    out[weight__edge] = at::sum_to(((grad * (x - x.mean(at::IntArrayRef{int64_t{-1}}, true))) * ((x - x.mean(at::IntArrayRef{int64_t{-1}}, true)).pow(static_cast<double>(int64_t{2})).mean(at::IntArrayRef{int64_t{-1}}, true) + static_cast<double>(eps)).rsqrt()), weight__shape).to(weight__dtype);
+    out[weight__edge] = at::sum_to(((grad_y * (x - mean)) * rstd), weight__shape).to(weight__dtype);
   }
   if (bias__defined && task_should_compute_output(bias__edge)) {
-    out[bias__edge] = at::sum_to(grad, bias__shape).to(bias__dtype);
+    out[bias__edge] = at::sum_to(grad_y, bias__shape).to(bias__dtype);
   }
   return out;
 }
 
-at::Tensor layer_norm_autograd(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_autograd(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
   c10::intrusive_ptr<LayerNormBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x, weight, bias)) {
     grad_fn = c10::make_intrusive<LayerNormBackward>();
@@ -93,15 +107,27 @@ at::Tensor layer_norm_autograd(const at::Tensor& x, const at::Tensor& weight, co
     grad_fn->bias__dtype = bias.scalar_type();
     grad_fn->bias__defined = bias.defined();
     _edge += 1;
-    grad_fn->eps = eps;
   }
-  at::Tensor result;
+  std::tuple<at::Tensor, at::Tensor, at::Tensor> result;
   {
     at::AutoDispatchBelowADInplaceOrView _guard;
     result = forward_op().call(x, weight, bias, eps);
   }
   if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+    const at::Tensor& y = std::get<0>(result);
+    torch::autograd::set_history(y, grad_fn);  // output 0 of the node
+    grad_fn->y__out_shape = y.sym_sizes().vec();
+    grad_fn->y__out_options = y.options();
+    const at::Tensor& mean = std::get<1>(result);
+    torch::autograd::set_history(mean, grad_fn);  // output 1 of the node
+    grad_fn->mean__out_shape = mean.sym_sizes().vec();
+    grad_fn->mean__out_options = mean.options();
+    const at::Tensor& rstd = std::get<2>(result);
+    torch::autograd::set_history(rstd, grad_fn);  // output 2 of the node
+    grad_fn->rstd__out_shape = rstd.sym_sizes().vec();
+    grad_fn->rstd__out_options = rstd.options();
+    grad_fn->mean_ = torch::autograd::SavedVariable(mean, /*is_output=*/true);
+    grad_fn->rstd_ = torch::autograd::SavedVariable(rstd, /*is_output=*/true);
   }
   TORCH_CHECK(!opgen::has_forward_grad_any(x, weight, bias), _op,
               "(): forward-mode AD (jvp, forward_ad) is not implemented for ops with hand-written kernels");

@@ -50,14 +50,15 @@ torch::autograd::variable_list RmsNormBackward::apply(torch::autograd::variable_
   if (!grads[0].defined()) {
     return out;
   }
+  const at::Tensor result = result_.unpack(getptr());
+  const at::Tensor& grad = grads[0];
   const at::Tensor x = x_.unpack();
   const at::Tensor weight = weight_.unpack();
-  const at::Tensor result = result_.unpack(getptr());
   static const auto _backward = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::rms_norm_backward", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, const at::Tensor&, std::array<bool, 2>)>();
   const std::array<bool, 2> _mask = { task_should_compute_output(x__edge), task_should_compute_output(weight__edge) };
-  auto _grads = _backward.call(grads[0], x, weight, eps, result, _mask);
+  auto _grads = _backward.call(grad, x, weight, eps, result, _mask);
   if (_mask[0] && std::get<0>(_grads).defined()) {
     out[x__edge] = std::get<0>(_grads).to(x__dtype);
   }

@@ -42,9 +42,9 @@ torch::autograd::variable_list SigmoidBackward::apply(torch::autograd::variable_
     return out;
   }
   const at::Tensor result = result_.unpack(getptr());
+  const at::Tensor& grad = grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
-    const at::Tensor& grad = grads[0];
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (task_should_compute_output(0)) {
       out[0] = at::sum_to(at::mul(at::mul(grad, result), at::sub(_s(1.0), result)), x__shape).to(x__dtype);
@@ -54,7 +54,7 @@ torch::autograd::variable_list SigmoidBackward::apply(torch::autograd::variable_
   static const auto _backward = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::sigmoid_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grads[0], result, x__shape);
+  auto _grads = _backward.call(grad, result, x__shape);
   if (task_should_compute_output(0)) {
     const at::Tensor& _g = _grads;
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
@@ -65,7 +65,7 @@ torch::autograd::variable_list SigmoidBackward::apply(torch::autograd::variable_
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& x, const at::Tensor& result, const at::Tensor& x__t) {
+at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;

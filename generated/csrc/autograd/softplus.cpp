@@ -44,9 +44,9 @@ torch::autograd::variable_list SoftplusBackward::apply(torch::autograd::variable
     return out;
   }
   const at::Tensor x = x_.unpack();
+  const at::Tensor& grad = grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
-    const at::Tensor& grad = grads[0];
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (task_should_compute_output(0)) {
       out[0] = at::sum_to(at::where(at::gt(at::mul(_s(static_cast<double>(beta)), x), _s(static_cast<double>(threshold))), grad, at::mul(grad, at::sigmoid(at::mul(_s(static_cast<double>(beta)), x)))), x__shape).to(x__dtype);
@@ -56,7 +56,7 @@ torch::autograd::variable_list SoftplusBackward::apply(torch::autograd::variable
   static const auto _backward = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::softplus_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, double, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grads[0], x, beta, threshold, x__shape);
+  auto _grads = _backward.call(grad, x, beta, threshold, x__shape);
   if (task_should_compute_output(0)) {
     const at::Tensor& _g = _grads;
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
@@ -67,7 +67,7 @@ torch::autograd::variable_list SoftplusBackward::apply(torch::autograd::variable
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& x, double beta, double threshold, const at::Tensor& result, const at::Tensor& x__t) {
+at::Tensor tangent([[maybe_unused]] const at::Tensor& x, double beta, double threshold, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;

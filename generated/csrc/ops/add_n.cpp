@@ -24,7 +24,6 @@ std::pair<c10::SymDimVector, at::ScalarType> add_n_check(at::TensorList xs) {
     opgen::check_same_device(_t, xs[0], _op, "xs", "xs[0]");
     _dtype = c10::promoteTypes(_dtype, _t.scalar_type());
   }
-  [[maybe_unused]] constexpr const char* _rule = "same(xs)";
   c10::SymDimVector _shape(xs[0].sym_sizes().begin(), xs[0].sym_sizes().end());
   for (const at::Tensor& _t : xs) {
     TORCH_SYM_CHECK(opgen::same_sizes(_t.sym_sizes(), _shape), _op, "(): argument 'xs' holds tensors of shapes ",

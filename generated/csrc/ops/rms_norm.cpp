@@ -26,7 +26,6 @@ std::pair<c10::SymDimVector, at::ScalarType> rms_norm_check(const at::Tensor& x,
   TORCH_SYM_CHECK(c10::SymInt(weight.dim()).sym_eq(c10::SymInt(int64_t{1})), _op, "(): check '", "weight.dim() == 1", "' failed");
   TORCH_SYM_CHECK(weight.sym_size(int64_t{0}).sym_eq(x.sym_size(int64_t{-1})), _op, "(): check '", "weight.size(0) == x.size(-1)", "' failed");
   TORCH_CHECK_VALUE((eps > 0.0), _op, "(): check '", "eps > 0", "' failed (got eps=", eps, ")");
-  [[maybe_unused]] constexpr const char* _rule = "same(x)";
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
   return {std::move(_shape), _dtype};
 }
@@ -106,9 +105,10 @@ constexpr const char* _bw_op = "opgen_ops.rms_norm_backward";
 std::tuple<at::Tensor, at::Tensor> rms_norm_backward_prepare(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight, double eps, const at::Tensor& result, std::array<bool, 2> output_mask) {
   opgen::check_defined(grad, _bw_op, "grad");
   opgen::check_defined(result, _bw_op, "result");
-  TORCH_CHECK_TYPE(at::isFloatingType(grad.scalar_type()), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(grad.scalar_type()));
-  at::Tensor grad_x = output_mask[0] ? at::empty_symint(x.sym_sizes(), x.options().dtype(grad.scalar_type())) : at::Tensor();
-  at::Tensor grad_weight = output_mask[1] ? at::empty_symint(weight.sym_sizes(), weight.options().dtype(grad.scalar_type())) : at::Tensor();
+  const at::ScalarType _dtype = grad.scalar_type();
+  TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
+  at::Tensor grad_x = output_mask[0] ? at::empty_symint(x.sym_sizes(), x.options().dtype(_dtype)) : at::Tensor();
+  at::Tensor grad_weight = output_mask[1] ? at::empty_symint(weight.sym_sizes(), weight.options().dtype(_dtype)) : at::Tensor();
   return std::make_tuple(grad_x, grad_weight);
 }
 

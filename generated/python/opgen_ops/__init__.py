@@ -27,6 +27,7 @@ from ._ops.rms_norm import rms_norm
 from ._ops.sigmoid import sigmoid
 from ._ops.softplus import softplus
 from ._ops.sum_squares import sum_squares
+from ._ops.to_cartesian import to_cartesian
 from ._ops.weighted_sum import weighted_sum
 
 __all__ = [
@@ -51,5 +52,6 @@ __all__ = [
     'sigmoid',
     'softplus',
     'sum_squares',
+    'to_cartesian',
     'weighted_sum',
 ]

@@ -66,10 +66,10 @@ def l2_norm(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Option
     """
     ...
 
-def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05, out: Optional[Tensor] = None) -> Tensor:
-    """Layer normalization over the last dimension (biased variance, as torch.nn.functional.layer_norm), then `weight * x + bias`. Hand-written CPU kernel; the gradients are whole-tensor ATen formulas.
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
+    """Layer normalization over the last dimension (biased variance), then `weight * x + bias`; also returns each row's mean and reciprocal standard deviation, as torch.native_layer_norm does. Hand-written CPU kernel; the gradients are whole-tensor ATen formulas that reuse the saved statistics.
 
-    Schema: ``layer_norm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    Schema: ``layer_norm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> (Tensor y, Tensor mean, Tensor rstd)``.
     """
     ...
 
@@ -138,6 +138,13 @@ def sum_squares(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Op
     """Sum of squares over `dim` (every dim when empty), accumulated in float32 for half and bfloat16.
 
     Schema: ``sum_squares(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def to_cartesian(r: Tensor, theta: Tensor) -> tuple[Tensor, Tensor]:
+    """Polar to Cartesian coordinates, `x = r cos(theta)` and `y = r sin(theta)`, with broadcasting. Two outputs from one pass over memory; the gradient formulas reuse the saved outputs.
+
+    Schema: ``to_cartesian(Tensor r, Tensor theta) -> (Tensor x, Tensor y)``.
     """
     ...
 

@@ -11,15 +11,11 @@ from .._library import load_library
 
 load_library()
 _op = torch.ops.opgen_ops.layer_norm.default
-_op_out = torch.ops.opgen_ops.layer_norm.out
 
 
-def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05, out: Optional[Tensor] = None) -> Tensor:
-    """Layer normalization over the last dimension (biased variance, as torch.nn.functional.layer_norm), then `weight * x + bias`. Hand-written CPU kernel; the gradients are whole-tensor ATen formulas.
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
+    """Layer normalization over the last dimension (biased variance), then `weight * x + bias`; also returns each row's mean and reciprocal standard deviation, as torch.native_layer_norm does. Hand-written CPU kernel; the gradients are whole-tensor ATen formulas that reuse the saved statistics.
 
-    Schema: ``layer_norm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    Schema: ``layer_norm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> (Tensor y, Tensor mean, Tensor rstd)``.
     """
-    if out is None:
-        return _op(x, weight, bias, eps=eps)
-    _op_out(x, weight, bias, eps=eps, out=out)
-    return out
+    return tuple(_op(x, weight, bias, eps=eps))  # type: ignore[return-value]

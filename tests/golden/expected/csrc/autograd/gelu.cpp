@@ -43,9 +43,9 @@ torch::autograd::variable_list GeluBackward::apply(torch::autograd::variable_lis
     return out;
   }
   const at::Tensor x = x_.unpack();
+  const at::Tensor& grad = grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
-    const at::Tensor& grad = grads[0];
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (task_should_compute_output(0)) {
       out[0] = at::sum_to(at::mul(grad, ((c10::string_view(approximate) == "tanh") ? at::add(at::mul(_s(0.5), at::add(_s(1.0), at::tanh(at::mul(_s(0.7978845608028654), at::add(x, at::mul(at::mul(at::mul(_s(0.044715), x), x), x)))))), at::mul(at::mul(_s(0.5), x), at::mul(at::sub(_s(1.0), at::mul(at::tanh(at::mul(_s(0.7978845608028654), at::add(x, at::mul(at::mul(at::mul(_s(0.044715), x), x), x)))), at::tanh(at::mul(_s(0.7978845608028654), at::add(x, at::mul(at::mul(at::mul(_s(0.044715), x), x), x)))))), at::mul(_s(0.7978845608028654), at::add(_s(1.0), at::add(at::mul(at::add(at::mul(_s(0.044715), x), at::mul(_s(0.044715), x)), x), at::mul(at::mul(_s(0.044715), x), x))))))) : at::add(at::mul(_s(0.5), at::add(_s(1.0), at::erf(at::mul(x, _s(0.7071067811865476))))), at::mul(at::mul(_s(0.5), x), at::mul(at::mul(_s(1.1283791670955126), at::exp(at::neg(at::mul(at::mul(x, _s(0.7071067811865476)), at::mul(x, _s(0.7071067811865476)))))), _s(0.7071067811865476)))))), x__shape).to(x__dtype);
@@ -55,7 +55,7 @@ torch::autograd::variable_list GeluBackward::apply(torch::autograd::variable_lis
   static const auto _backward = c10::Dispatcher::singleton()
       .findSchemaOrThrow("golden::gelu_backward", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grads[0], x, approximate, x__shape);
+  auto _grads = _backward.call(grad, x, approximate, x__shape);
   if (task_should_compute_output(0)) {
     const at::Tensor& _g = _grads;
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
@@ -66,7 +66,7 @@ torch::autograd::variable_list GeluBackward::apply(torch::autograd::variable_lis
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& x, std::string approximate, const at::Tensor& result, const at::Tensor& x__t) {
+at::Tensor tangent([[maybe_unused]] const at::Tensor& x, std::string approximate, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;

@@ -54,9 +54,9 @@ torch::autograd::variable_list LinearBackward::apply(torch::autograd::variable_l
   if (!grads[0].defined()) {
     return out;
   }
+  const at::Tensor& grad = grads[0];
   const at::Tensor x = x_.unpack();
   const at::Tensor w = w_.unpack();
-  const at::Tensor& grad = grads[0];
   if (x__defined && task_should_compute_output(x__edge)) {
     out[x__edge] = at::sum_to(grad.mm(w), x__shape).to(x__dtype);
   }

@@ -50,9 +50,9 @@ torch::autograd::variable_list ScaleRowsBackward::apply(torch::autograd::variabl
   }
   const at::Tensor x = x_.unpack();
   const at::Tensor scale = scale_.unpack();
+  const at::Tensor& grad = grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
-    const at::Tensor& grad = grads[0];
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (task_should_compute_output(0)) {
       out[0] = at::sum_to(at::mul(grad, at::pow(scale, _s(static_cast<double>(static_cast<double>(power))))), x__shape).to(x__dtype);
@@ -65,7 +65,7 @@ torch::autograd::variable_list ScaleRowsBackward::apply(torch::autograd::variabl
   static const auto _backward = c10::Dispatcher::singleton()
       .findSchemaOrThrow("golden::scale_rows_backward", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grads[0], x, scale, offset, power, x__shape, scale__shape);
+  auto _grads = _backward.call(grad, x, scale, offset, power, x__shape, scale__shape);
   if (task_should_compute_output(0)) {
     const at::Tensor& _g = std::get<0>(_grads);
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
@@ -80,7 +80,7 @@ torch::autograd::variable_list ScaleRowsBackward::apply(torch::autograd::variabl
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& scale, double offset, int64_t power, const at::Tensor& result, const at::Tensor& x__t, const at::Tensor& scale__t) {
+at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& scale, double offset, int64_t power, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t, const at::Tensor& scale__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;

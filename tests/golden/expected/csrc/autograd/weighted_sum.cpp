@@ -43,9 +43,9 @@ torch::autograd::variable_list WeightedSumBackward::apply(torch::autograd::varia
   if (!grads[0].defined()) {
     return out;
   }
+  const at::Tensor& grad = grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
-    const at::Tensor& grad = grads[0];
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (task_should_compute_output(0)) {
       out[0] = at::sum_to(at::mul(grad, _s(static_cast<double>(weight))), a__shape).to(a__dtype);
@@ -58,7 +58,7 @@ torch::autograd::variable_list WeightedSumBackward::apply(torch::autograd::varia
   static const auto _backward = c10::Dispatcher::singleton()
       .findSchemaOrThrow("golden::weighted_sum_backward", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grads[0], weight, a__shape, b__shape);
+  auto _grads = _backward.call(grad, weight, a__shape, b__shape);
   if (task_should_compute_output(0)) {
     const at::Tensor& _g = std::get<0>(_grads);
     out[0] = _g.scalar_type() == a__dtype ? _g : _g.to(a__dtype);
@@ -73,7 +73,7 @@ torch::autograd::variable_list WeightedSumBackward::apply(torch::autograd::varia
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& a, [[maybe_unused]] const at::Tensor& b, double weight, const at::Tensor& result, const at::Tensor& a__t, const at::Tensor& b__t) {
+at::Tensor tangent([[maybe_unused]] const at::Tensor& a, [[maybe_unused]] const at::Tensor& b, double weight, [[maybe_unused]] const at::Tensor& result, const at::Tensor& a__t, const at::Tensor& b__t) {
   at::Tensor _tangent;
   if (a__t.defined()) {
     const at::Tensor& grad = a__t;

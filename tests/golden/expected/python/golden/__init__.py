@@ -17,6 +17,7 @@ from ._ops.l2_norm import l2_norm
 from ._ops.linear import linear
 from ._ops.max import max
 from ._ops.scale_rows import scale_rows
+from ._ops.sincos import sincos
 from ._ops.weighted_sum import weighted_sum
 
 __all__ = [
@@ -29,5 +30,6 @@ __all__ = [
     'linear',
     'max',
     'scale_rows',
+    'sincos',
     'weighted_sum',
 ]

@@ -61,6 +61,13 @@ def scale_rows(x: Tensor, scale: Tensor, *, offset: Union[int, float, bool] = 0,
     """
     ...
 
+def sincos(x: Tensor, *, scale: float = 1.0) -> tuple[Tensor, Tensor]:
+    """Sine and cosine of `scale * x` in one pass.
+
+    Schema: ``sincos(Tensor x, *, float scale=1.0) -> (Tensor sin, Tensor cos)``.
+    """
+    ...
+
 def weighted_sum(a: Tensor, b: Tensor, *, weight: float = 1.0, out: Optional[Tensor] = None) -> Tensor:
     """Fused `weight * a + b` with NumPy-style broadcasting.
 
