@@ -1,5 +1,7 @@
 """Time `opgen generate` and `opgen check` on 100 and 1,000 synthetic specs, and torchgen's
-parse of native_functions.yaml (shipped with torch) per op, in one run.
+parse of native_functions.yaml (shipped with torch) per op, in one run. "render" is parsing and
+rendering in memory (workers included, file writes excluded): on a disk where creating a file
+costs 0.05-0.4 ms, writing the 8 files of each op can cost more than making them.
 
     .venv/bin/python benchmarks/generator_speed.py
 """
@@ -24,6 +26,16 @@ def make_project(folder: Path, n: int) -> None:
         (folder / "specs" / f"op{i:04d}.yaml").write_text(TEMPLATE.replace("softplus(", f"op{i:04d}("))
 
 
+RENDER = """
+import sys, time
+start = time.perf_counter()
+from opgen.config import load_config
+from opgen.pipeline import load_and_generate
+load_and_generate(load_config(sys.argv[1]))
+print(time.perf_counter() - start)
+"""
+
+
 def timed(cmd: list[str]) -> float:
     start = time.perf_counter()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
@@ -46,7 +58,7 @@ def torchgen_parse_per_op() -> float | None:
 
 def main() -> int:
     opgen = [sys.executable, "-m", "opgen"]
-    print(f"{'specs':>6} {'generate (cold)':>16} {'generate (no-op)':>17} {'check':>8} {'per op':>10}")
+    print(f"{'specs':>6} {'generate (cold)':>16} {'generate (no-op)':>17} {'check':>8} {'render':>8} {'per op':>10}")
     for n in (100, 1000):
         folder = Path(tempfile.mkdtemp()) / "proj"
         try:
@@ -54,7 +66,8 @@ def main() -> int:
             cold = timed([*opgen, "--project", str(folder), "generate"])
             warm = timed([*opgen, "--project", str(folder), "generate"])
             check = timed([*opgen, "--project", str(folder), "check"])
-            print(f"{n:>6} {cold:>15.2f}s {warm:>16.2f}s {check:>7.2f}s {cold / n * 1e3:>8.2f}ms")
+            render = timed([sys.executable, "-c", RENDER, str(folder)])
+            print(f"{n:>6} {cold:>15.2f}s {warm:>16.2f}s {check:>7.2f}s {render:>7.2f}s {cold / n * 1e3:>8.2f}ms")
         finally:
             shutil.rmtree(folder.parent)
     per_op = torchgen_parse_per_op()

@@ -17,11 +17,9 @@ EXIT_OK, EXIT_DIFF, EXIT_USAGE = 0, 1, 2
 
 
 def _load(config: ProjectConfig):
-    from .generate import generate_files
-    from .library import load_library
+    from .pipeline import load_and_generate
 
-    lib = load_library(config)
-    return lib, generate_files(lib)
+    return load_and_generate(config)
 
 
 def cmd_generate(args, config: ProjectConfig) -> int:

@@ -25,6 +25,9 @@ class SpecError(OpgenError):
         self.location = location
         self.message = message
 
+    def __reduce__(self):  # pickled by worker processes (see pipeline.py)
+        return SpecError, (self.location, self.message)
+
 
 class SpecErrors(OpgenError):
     """Several spec errors collected across files; each keeps its location."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,16 +27,23 @@ def spec_files(config: ProjectConfig) -> list[Path]:
     return sorted(p for p in config.specs_dir.iterdir() if p.suffix in (".yaml", ".yml") and p.is_file())
 
 
-def load_library(config: ProjectConfig) -> Library:
-    """Parses every spec; raises SpecErrors with all errors found, each located."""
+def parse_specs(config: ProjectConfig, paths: list[Path]) -> tuple[list[OpSpec], list[SpecError]]:
+    """Each spec parsed on its own: the valid ones, and one located error per invalid one."""
     ops: list[OpSpec] = []
     errors: list[SpecError] = []
-    for path in spec_files(config):
+    for path in paths:
         display = path.relative_to(config.root).as_posix()
         try:
             ops.append(OpSpec.parse(load_spec_source(display, path.read_bytes())))
         except SpecError as e:
             errors.append(e)
+    return ops, errors
+
+
+def make_library(config: ProjectConfig, ops: list[OpSpec], errors: list[SpecError]) -> Library:
+    """The library of the parsed specs; raises SpecErrors with every error, in file order."""
+    ops = sorted(ops, key=lambda op: op.path)
+    errors = sorted(errors, key=lambda e: e.location.path)
     seen: dict[str, OpSpec] = {}
     for op in ops:
         if op.name in seen:
@@ -43,8 +52,16 @@ def load_library(config: ProjectConfig) -> Library:
     if errors:
         raise SpecErrors(errors)
     ops.sort(key=lambda op: op.name)
-    import os
+    return dataclasses.replace(library_shell(config), ops=tuple(ops))
 
+
+def library_shell(config: ProjectConfig) -> Library:
+    """The project's library settings without ops: all that emitters of one op need."""
     python_dir = Path(config.output) / "python" / config.namespace
     rel = os.path.relpath(Path(config.build), python_dir)
-    return Library(config.namespace, tuple(ops), Path(rel).as_posix(), config.output)
+    return Library(config.namespace, (), Path(rel).as_posix(), config.output)
+
+
+def load_library(config: ProjectConfig) -> Library:
+    """Parses every spec; raises SpecErrors with all errors found, each located."""
+    return make_library(config, *parse_specs(config, spec_files(config)))

@@ -168,6 +168,12 @@ class OpSpec:
     variants: tuple[str, ...] = ("out",)  # extra overloads: out= (`<op>.out`), in-place (`<op>_`)
     output_shapes: tuple[ShapeRule, ...] = ()  # hand-written ops: one rule per output (`shape: {y: ..., mean: ...}`)
 
+    def __hash__(self) -> int:
+        # Emitters memoize per op (functools.lru_cache); hashing every field of the tree on each
+        # lookup cost more than the work saved. Equal specs share name and path, so this agrees
+        # with the generated __eq__.
+        return hash((self.name, self.path))
+
     @property
     def shapes(self) -> tuple[ShapeRule, ...]:
         """The shape rule of each output, in return order."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from importlib import resources
 from pathlib import Path
 
@@ -33,10 +34,22 @@ def markdown_code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
+def bytecode_cache() -> jinja2.BytecodeCache | None:
+    """Compiled templates kept in $XDG_CACHE_HOME/opgen (compiling all of them costs ~0.4 s per
+    run; Jinja checks each against its source). None where that folder can't be made."""
+    root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "opgen" / f"jinja-{jinja2.__version__}"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return jinja2.FileSystemBytecodeCache(str(root))
+
+
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
+        bytecode_cache=bytecode_cache(),
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,

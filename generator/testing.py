@@ -8,7 +8,8 @@ from __future__ import annotations
 import importlib
 import itertools
 import math
-from typing import Any
+import operator
+from typing import Any, Callable
 
 from . import expr as E
 from .model import OpSpec
@@ -34,27 +35,44 @@ _CANDIDATES = {
 
 def evaluate(e: E.Expr, env: dict[str, Any]) -> Any:
     """Evaluates an attribute-only expression (a check without sizes) in Python."""
+    return compile_condition(e)(env)
+
+
+_BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+           "/": lambda a, b: a / b if b else math.inf, "//": lambda a, b: a // b if b else 0,
+           "**": lambda a, b: a ** b if (a or b >= 0) else math.inf}
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+
+
+def compile_condition(e: E.Expr) -> Callable[[dict[str, Any]], Any]:
+    """An attribute-only expression as a Python function of the attribute values, for the many
+    assignments the test emitters try (far faster than walking the tree for each)."""
     if isinstance(e, (E.Num, E.Str)):
-        return e.value
+        value = e.value
+        return lambda env: value
     if isinstance(e, E.Name):
-        return {"True": True, "False": False}.get(e.id, env.get(e.id))
+        if e.id in ("True", "False"):
+            flag = e.id == "True"
+            return lambda env: flag
+        name = e.id
+        return lambda env: env.get(name)
     if isinstance(e, E.Unary):
-        v = evaluate(e.operand, env)
-        return (not v) if e.op == "not" else -v
-    if isinstance(e, E.Binary):
-        a, b = evaluate(e.lhs, env), evaluate(e.rhs, env)
-        return {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else math.inf, "//": a // b if b else 0,
-                "**": a ** b if (a or b >= 0) else math.inf}[e.op]
-    if isinstance(e, E.Compare):
-        a, b = evaluate(e.lhs, env), evaluate(e.rhs, env)
-        return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[e.op]
+        operand = compile_condition(e.operand)
+        return (lambda env: not operand(env)) if e.op == "not" else (lambda env: -operand(env))
+    if isinstance(e, (E.Binary, E.Compare)):
+        fn = (_BINARY if isinstance(e, E.Binary) else _COMPARE)[e.op]
+        lhs, rhs = compile_condition(e.lhs), compile_condition(e.rhs)
+        return lambda env: fn(lhs(env), rhs(env))
     if isinstance(e, E.BoolOp):
-        values = [evaluate(v, env) for v in e.values]
-        return all(values) if e.op == "and" else any(values)
+        values = [compile_condition(v) for v in e.values]
+        combine = all if e.op == "and" else any
+        return lambda env: combine([v(env) for v in values])
     if isinstance(e, E.In):
-        return evaluate(e.operand, env) in [evaluate(o, env) for o in e.options]
+        operand, options = compile_condition(e.operand), [compile_condition(o) for o in e.options]
+        return lambda env: operand(env) in [o(env) for o in options]
     if isinstance(e, E.Call) and e.fn == "isfinite":
-        return math.isfinite(evaluate(e.args[0], env))
+        arg = compile_condition(e.args[0])
+        return lambda env: math.isfinite(arg(env))
     raise ValueError(f"cannot evaluate {E.unparse(e)} without tensors")
 
 
@@ -93,11 +111,11 @@ def _choices(op: OpSpec, name: str) -> list[Any]:
 def attribute_sets(op: OpSpec, limit: int = 4) -> list[dict[str, Any]]:
     """Up to ``limit`` attribute assignments that pass the op's checks, defaults first."""
     names = [a.name for a in op.attributes]
-    checks = attribute_checks(op)
+    checks = [compile_condition(c) for c in attribute_checks(op)]
     out: list[dict[str, Any]] = []
     for values in itertools.product(*(_choices(op, n) for n in names)):
         env = dict(zip(names, values))
-        if all(evaluate(c, env) for c in checks):
+        if all(c(env) for c in checks):
             out.append(env)
             if len(out) >= limit:
                 break
@@ -108,12 +126,15 @@ def invalid_attribute_sets(op: OpSpec) -> list[tuple[dict[str, Any], str]]:
     """For each attribute-only check, one assignment that violates it (and passes the others)."""
     names = [a.name for a in op.attributes]
     checks = attribute_checks(op)
+    compiled = [compile_condition(c) for c in checks]
+    candidates = [_choices(op, n) + _invalid_extras(op, n) for n in names]
     out = []
-    for i, c in enumerate(checks):
-        for values in itertools.product(*(_choices(op, n) + _invalid_extras(op, n) for n in names)):
+    for i, c in enumerate(compiled):
+        others = compiled[:i] + compiled[i + 1:]
+        for values in itertools.product(*candidates):
             env = dict(zip(names, values))
-            if not evaluate(c, env) and all(evaluate(o, env) for j, o in enumerate(checks) if j != i):
-                out.append((env, E.unparse(c)))
+            if not c(env) and all(o(env) for o in others):
+                out.append((env, E.unparse(checks[i])))
                 break
     return out
 

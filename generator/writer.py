@@ -1,9 +1,10 @@
 """Writes a generated tree: only changed files, stale ones removed, nothing else touched.
 
-All content is rendered before anything is written. New contents go to temporary files
-beside their targets first; then, with SIGINT/SIGTERM held back, they are renamed into
-place and files that the previous manifest listed but no spec produces are deleted. An
-exclusive lock keeps two concurrent runs apart.
+All content is rendered before anything is written. New contents of existing files go to
+temporary files beside them first; then, with SIGINT/SIGTERM held back, a journal is written,
+the temporaries are renamed into place, files that did not exist yet are written directly (the
+journal lists them, so a rollback deletes them), and files that the previous manifest listed but
+no spec produces are deleted. An exclusive lock keeps two concurrent runs apart.
 
 A run killed outright (SIGKILL, power loss) inside that swap leaves a journal of what it was
 moving; the next run (or `opgen check`) finds it, puts the previous files back and removes the
@@ -65,13 +66,22 @@ def _read(path: Path) -> str | None:
         return None
 
 
+def _existing(out_dir: Path) -> set[str]:
+    """Every path under ``out_dir``, relative, from one walk (cheaper than a failed open per new file)."""
+    out: set[str] = set()
+    for folder, dirs, names in os.walk(out_dir):
+        rel = Path(folder).relative_to(out_dir)
+        out.update((rel / n).as_posix() for n in (*dirs, *names))
+    return out
+
+
 def plan(out_dir: Path, files: dict[str, str]) -> Changes:
     changes = Changes()
+    existing = _existing(out_dir)
     for rel, content in files.items():
-        current = _read(out_dir / rel)
-        if current is None and not (out_dir / rel).exists():
+        if rel not in existing:
             changes.added.append(rel)
-        elif current != content:
+        elif _read(out_dir / rel) != content:
             changes.changed.append(rel)
     changes.removed = sorted(f for f in previous_files(out_dir) - set(files) if (out_dir / f).exists())
     return changes
@@ -106,16 +116,15 @@ def write_tree(out_dir: Path, files: dict[str, str]) -> Changes:
         changes.recovered = recovered
         staged: list[tuple[Path, Path]] = []
         try:
-            for rel in changes.added + changes.changed:
+            for rel in changes.changed:
                 target = out_dir / rel
-                target.parent.mkdir(parents=True, exist_ok=True)
                 fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
                 with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
                     fh.write(files[rel])
                 os.chmod(tmp, 0o644)
                 staged.append((Path(tmp), target))
             with _signals_held():
-                _commit(out_dir, staged, [out_dir / rel for rel in changes.removed], changes.added)
+                _commit(out_dir, staged, [out_dir / rel for rel in changes.removed], {rel: files[rel] for rel in changes.added})
             staged = []
         finally:
             for tmp, _ in staged:
@@ -127,9 +136,10 @@ def _backup_of(target: Path) -> Path:
     return target.with_name(f".{target.name}.opgen-backup")
 
 
-def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path], added: list[str]) -> None:
-    """Moves the previous versions aside, the new ones in, and on any error puts everything back.
-    The journal written first lets the next run do the same after a crash."""
+def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path], added: dict[str, str]) -> None:
+    """Moves the previous versions aside, the new ones in, writes the added files, and on any
+    error puts everything back. The journal written first lets the next run do the same after a
+    crash."""
     rel = lambda p: str(p.relative_to(out_dir))  # noqa: E731
     targets = [t for _, t in staged] + removed
     _write_journal(out_dir, {
@@ -138,7 +148,8 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path],
         "added": sorted(added),
     })
     backups: list[tuple[Path, Path]] = []  # (backup, original location)
-    placed: list[Path] = []
+    placed: list[Path] = []  # renamed into place or written, to remove on failure
+    folders: set[Path] = set()
     try:
         for target in targets:
             if target.exists():
@@ -148,6 +159,14 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path],
         for tmp, target in staged:
             os.replace(tmp, target)
             placed.append(target)
+        for rel_path, content in added.items():
+            target = out_dir / rel_path
+            if target.parent not in folders:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                folders.add(target.parent)
+            with open(target, "x", encoding="utf-8", newline="\n") as fh:
+                placed.append(target)
+                fh.write(content)
     except BaseException:
         for target in placed:
             target.unlink(missing_ok=True)

@@ -128,6 +128,30 @@ def test_generation_is_deterministic_across_hash_seeds_and_folders(project, tmp_
     assert str(tmp_path).encode() not in blob
 
 
+def test_worker_processes_generate_the_same_tree_and_errors(project, tmp_path, monkeypatch, capsys):
+    """Large libraries are parsed and emitted by forked workers (OPGEN_JOBS forces it here):
+    byte for byte the sequential tree, and the same errors in the same order."""
+    for name in ("sigmoid", "gelu", "add", "max", "layer_norm"):
+        shutil.copy(ROOT / "specs" / f"{name}.yaml", project / "specs")
+    shutil.copy(ROOT / "specs" / "layer_norm.cpu.cpp", project / "specs")
+    trees = []
+    for jobs in ("1", "3"):
+        monkeypatch.setenv("OPGEN_JOBS", jobs)
+        shutil.rmtree(project / "generated", ignore_errors=True)
+        assert run(project, "generate") == 0
+        trees.append({k: v[0] for k, v in snapshot(project / "generated").items()})
+    assert trees[0] == trees[1] and len(trees[0]) > 40
+    for name in ("relu", "clamp", "gelu"):
+        (project / f"specs/{name}.yaml").write_text(f"signature: {name}(Tensor x) -> Tensor\n")
+    shutil.copy(project / "specs" / "add.yaml", project / "specs" / "add_again.yaml")
+    errors = []
+    for jobs in ("1", "3"):
+        monkeypatch.setenv("OPGEN_JOBS", jobs)
+        assert run(project, "check") == 2
+        errors.append(capsys.readouterr().err)
+    assert errors[0] == errors[1] and errors[0].count("error:") == 4, errors
+
+
 def test_generated_files_carry_the_header(project):
     run(project, "generate")
     for path in (project / "generated").rglob("*"):

@@ -152,16 +152,33 @@ def replace_then_die(src, dst):
         os.kill(os.getpid(), signal.SIGKILL)  # no handler, no finally: the harshest interruption
     return real_replace(src, dst)
 
-writer.os.replace = replace_then_die
+real_open = open
+
+def open_then_die(path, mode="r", *args, **kwargs):  # added files are written in place, mode "x"
+    if mode == "x":
+        calls[0] += 1
+        if calls[0] == int(sys.argv[2]):
+            fh = real_open(path, mode, *args, **kwargs)
+            fh.write("half")
+            fh.flush()
+            os.kill(os.getpid(), signal.SIGKILL)
+    return real_open(path, mode, *args, **kwargs)
+
+if sys.argv[3] == "replace":
+    writer.os.replace = replace_then_die
+else:
+    writer.open = open_then_die
 sys.exit(main(["--project", sys.argv[1], "generate"]))
 """
 
 
-@pytest.mark.parametrize("kill_at", [1, 2, 4, 9, 14, 17])
-def test_a_generate_killed_mid_swap_is_rolled_back_by_the_next_run(tmp_path, kill_at):
+@pytest.mark.parametrize("kill_at, where", [(1, "replace"), (2, "replace"), (4, "replace"), (9, "replace"), (14, "replace"),
+                                            (17, "replace"), (1, "open"), (3, "open")])
+def test_a_generate_killed_mid_swap_is_rolled_back_by_the_next_run(tmp_path, kill_at, where):
     """SIGKILL at the n-th rename (the journal's own, moving old files aside, moving new ones
-    in): `opgen check` reports the interrupted run, the next generate restores the previous
-    files first, and ends with exactly the tree a clean run writes, with no temporaries left."""
+    in) or while writing the n-th added file: `opgen check` reports the interrupted run, the next
+    generate restores the previous files first, and ends with exactly the tree a clean run
+    writes, with no temporaries left."""
     root = make_project(tmp_path)
     assert main(["--project", str(root), "generate"]) == 0
     before = snapshot(root / "generated")
@@ -169,7 +186,7 @@ def test_a_generate_killed_mid_swap_is_rolled_back_by_the_next_run(tmp_path, kil
     spec.write_text(spec.read_text().replace("maximum(x, 0)", "maximum(0, x)").replace("Rectified", "The rectified"))
     (root / "specs" / "clamp.yaml").unlink()  # changed, added and removed files in one run
     shutil.copy(ROOT / "specs" / "sigmoid.yaml", root / "specs")
-    killed = subprocess.run([sys.executable, "-c", KILLED_GENERATE, str(root), str(kill_at)], capture_output=True, text=True)
+    killed = subprocess.run([sys.executable, "-c", KILLED_GENERATE, str(root), str(kill_at), where], capture_output=True, text=True)
     assert killed.returncode == -9, killed.stdout + killed.stderr
     if writer.interrupted(root / "generated"):
         assert main(["--project", str(root), "check"]) == 1

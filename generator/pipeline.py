@@ -1,0 +1,61 @@
+"""Specs in, generated files out, on every CPU when there are many specs.
+
+Parsing and emitting one op needs nothing from the others, so a large library is split into
+chunks that forked workers parse and emit; the parent checks the library as a whole (duplicate
+names, every error at once) and adds the library-wide files. The result is the same, byte for
+byte, as the sequential path, which small libraries and non-Linux platforms take.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from pathlib import Path
+
+from .config import ProjectConfig
+from .dest.files import GeneratedFile
+from .errors import SpecError
+from .generate import generate_files, op_files
+from .library import Library, library_shell, load_library, make_library, parse_specs, spec_files
+from .model import OpSpec
+
+MIN_SPECS_PER_WORKER = 100  # below this a worker costs more (fork, pickling results) than it saves
+
+
+def workers(n_specs: int) -> int:
+    """How many processes to use: $OPGEN_JOBS if set, else one per CPU with enough specs each."""
+    if os.environ.get("OPGEN_JOBS", "").isdigit():
+        return max(1, int(os.environ["OPGEN_JOBS"]))
+    if sys.platform != "linux":  # fork is the cheap start; elsewhere it is unsafe or absent
+        return 1
+    return max(1, min(len(os.sched_getaffinity(0)), n_specs // MIN_SPECS_PER_WORKER))
+
+
+def load_and_generate(config: ProjectConfig) -> tuple[Library, dict[str, str]]:
+    """The validated library and every generated file by path; raises SpecErrors like load_library."""
+    paths = spec_files(config)
+    n = min(workers(len(paths)), len(paths))
+    if n < 2:
+        lib = load_library(config)
+        return lib, generate_files(lib)
+    chunks = [paths[i::n] for i in range(n)]
+    with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+        results = list(pool.map(partial(_parse_and_emit, config), chunks))
+    ops = [op for r in results for op in r[0]]
+    errors = [e for r in results for e in r[1]]
+    lib = make_library(config, ops, errors)
+    per_op: dict[str, list[GeneratedFile]] = {}
+    for r in results:
+        per_op.update(r[2])
+    return lib, generate_files(lib, per_op)
+
+
+def _parse_and_emit(config: ProjectConfig, paths: list[Path]) -> tuple[list[OpSpec], list[SpecError], dict[str, list[GeneratedFile]]]:
+    ops, errors = parse_specs(config, paths)
+    if errors:
+        return ops, errors, {}
+    shell = library_shell(config)
+    return ops, errors, {op.name: op_files(op, shell) for op in ops}
