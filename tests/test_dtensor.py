@@ -49,6 +49,16 @@ torch.testing.assert_close(leaf.grad.full_tensor(), torch.sigmoid(a) * (1 - torc
 bl = distribute_tensor(b, mesh, [Replicate()]).requires_grad_()
 ops.add(distribute_tensor(a, mesh, [Shard(0)]), bl, alpha=2.0).sum().backward()
 torch.testing.assert_close(bl.grad.full_tensor(), torch.full((6,), 2.0 * 4))
+# several outputs: both keep the sharding, and both gradients flow back
+r = distribute_tensor(a.abs(), mesh, [Shard(0)]).requires_grad_()
+theta = distribute_tensor(b, mesh, [Replicate()]).requires_grad_()
+px, py = ops.to_cartesian(r, theta)
+assert px.placements == py.placements == (Shard(0),), (px.placements, py.placements)
+torch.testing.assert_close(py.full_tensor(), a.abs() * torch.sin(b))
+(px + 2 * py).sum().backward()
+assert r.grad.placements == (Shard(0),), r.grad.placements
+torch.testing.assert_close(r.grad.full_tensor(), (torch.cos(b) + 2 * torch.sin(b)).expand(4, 6))
+torch.testing.assert_close(theta.grad.full_tensor(), (-a.abs() * torch.sin(b) + 2 * a.abs() * torch.cos(b)).sum(0))
 dist.destroy_process_group()
 print("rank", dist.get_rank() if dist.is_initialized() else os.environ["RANK"], "ok")
 """

@@ -38,7 +38,7 @@ def emit_package(lib: Library) -> list[GeneratedFile]:
         GeneratedFile(f"{base}/__init__.py", render("python/__init__.py.j2", ns=lib.namespace, ops=lib.ops)),
         GeneratedFile(f"{base}/__init__.pyi", render("python/__init__.pyi.j2", ns=lib.namespace, stubs=stubs)),
         GeneratedFile(f"{base}/py.typed", ""),
-        GeneratedFile(f"{base}/_rules.py", render("python/_rules.py.j2", ns=lib.namespace, ops=tuple(o.name for o in broadcasting),
+        GeneratedFile(f"{base}/_rules.py", render("python/_rules.py.j2", ns=lib.namespace, ops={o.name: len(o.schema.returns) for o in broadcasting},
                                                   backwards={p.name: len(p.inputs) for p in map(backward.plan, broadcasting) if p})),
         GeneratedFile(f"{base}/_library.py", render("python/_library.py.j2", ns=lib.namespace,
                                                     library_file=library_file(lib), build_dir=lib.build_dir_from_python)),
@@ -52,7 +52,7 @@ def batches_by_broadcasting(op: OpSpec) -> bool:
     shape is the broadcast of its (positional) tensor inputs and no check reads a size."""
     broadcasting = op.shape.kind == "broadcast" or (op.shape.kind == "same" and len(op.tensor_inputs) == 1)
     reads_sizes = any(isinstance(n, E.Method) for c in op.checks for n in E.walk(c.expr))
-    return broadcasting and not reads_sizes and not any(a.kwarg_only for a in op.tensor_inputs) and len(op.schema.returns) == 1
+    return broadcasting and not reads_sizes and not any(a.kwarg_only for a in op.tensor_inputs)
 
 
 def has_out(op: OpSpec) -> bool:

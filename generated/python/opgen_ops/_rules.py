@@ -20,9 +20,10 @@ import sys
 import torch
 
 NAMESPACE = 'opgen_ops'
-OPS = ('add', 'add_n', 'clamp', 'gelu', 'isclose', 'relu', 'sigmoid', 'softplus', 'weighted_sum')
+# op -> number of outputs
+OPS = {'add': 1, 'add_n': 1, 'clamp': 1, 'gelu': 1, 'isclose': 1, 'relu': 1, 'sigmoid': 1, 'softplus': 1, 'to_cartesian': 2, 'weighted_sum': 1}
 # <op>_backward: number of gradients it returns (its last arguments are their input shapes)
-BACKWARDS = {'add_backward': 2, 'clamp_backward': 1, 'gelu_backward': 1, 'relu_backward': 1, 'sigmoid_backward': 1, 'softplus_backward': 1, 'weighted_sum_backward': 2}
+BACKWARDS = {'add_backward': 2, 'clamp_backward': 1, 'gelu_backward': 1, 'relu_backward': 1, 'sigmoid_backward': 1, 'softplus_backward': 1, 'to_cartesian_backward': 2, 'weighted_sum_backward': 2}
 
 
 def _to_front(t: torch.Tensor, bdim: int | None, rank: int) -> torch.Tensor:
@@ -32,14 +33,16 @@ def _to_front(t: torch.Tensor, bdim: int | None, rank: int) -> torch.Tensor:
     return t.reshape(t.shape[:1] + (1,) * (rank - t.dim() + 1) + t.shape[1:])
 
 
-def _batch_rule(op):
+def _batch_rule(op, n_outputs):
+    out_dims = 0 if n_outputs == 1 else (0,) * n_outputs
+
     def rule(info, in_dims, *args, **kwargs):
         tensors = [(i, a, d) for i, (a, d) in enumerate(zip(args, in_dims)) if isinstance(a, torch.Tensor)]
         rank = max(a.dim() - (d is not None) for _, a, d in tensors)
         args = list(args)
         for i, a, d in tensors:
             args[i] = _to_front(a, d, rank)
-        return op(*args, **kwargs), 0
+        return op(*args, **kwargs), out_dims
 
     return rule
 
@@ -62,14 +65,19 @@ def _tensor_specs(args):
     return [a if isinstance(a, DTensorSpec) else None for a in args]
 
 
-def _shardings(*args, **kwargs):
-    from torch.distributed.tensor import Replicate, Shard
+def _shardings(n_outputs):
+    """Every output (they share the broadcast shape) placed alike."""
 
-    specs = _tensor_specs(args)
-    shape = torch.broadcast_shapes(*(s.shape for s in specs if s is not None))
-    out = [([Replicate()], [Replicate() if s is not None else None for s in specs])]
-    out += [([Shard(d)], _input_placements(specs, shape, d)) for d in range(len(shape))]
-    return out
+    def rule(*args, **kwargs):
+        from torch.distributed.tensor import Replicate, Shard
+
+        specs = _tensor_specs(args)
+        shape = torch.broadcast_shapes(*(s.shape for s in specs if s is not None))
+        out = [([Replicate()] * n_outputs, [Replicate() if s is not None else None for s in specs])]
+        out += [([Shard(d)] * n_outputs, _input_placements(specs, shape, d)) for d in range(len(shape))]
+        return out
+
+    return rule
 
 
 def _backward_shardings(n_grads):
@@ -98,8 +106,8 @@ def _register_sharding() -> None:
     from torch.distributed.tensor.experimental import register_sharding
 
     ops = getattr(torch.ops, NAMESPACE)
-    for name in OPS:
-        register_sharding(getattr(ops, name).default)(_shardings)
+    for name, n_outputs in OPS.items():
+        register_sharding(getattr(ops, name).default)(_shardings(n_outputs))
     for name, n_grads in BACKWARDS.items():
         register_sharding(getattr(ops, name).default)(_backward_shardings(n_grads))
 
@@ -132,8 +140,8 @@ def register() -> None:
     if getattr(ops, "_opgen_rules_registered", False):
         return
     ops._opgen_rules_registered = True
-    for name in OPS:
-        torch.library.register_vmap(f"{NAMESPACE}::{name}", _batch_rule(getattr(ops, name).default))
+    for name, n_outputs in OPS.items():
+        torch.library.register_vmap(f"{NAMESPACE}::{name}", _batch_rule(getattr(ops, name).default, n_outputs))
     if not torch.distributed.is_available() or not OPS:
         return
     if "torch.distributed.tensor" in sys.modules:
