@@ -62,6 +62,32 @@ def test_hostile_doc_is_escaped_for_every_target(tmp_path):
     assert "<script>" not in page and "&lt;script&gt;" in page
 
 
+def test_invisible_characters_are_spelled_out_in_cpp_and_escaped_in_python(tmp_path):
+    """Bidirectional overrides and zero-width marks (the fuzz found one: gcc rejects an unpaired
+    override with -Werror=bidi-chars) never reach a C++ file, and Python sources escape them."""
+    import unicodedata
+
+    import yaml
+
+    text = "left \u202e right \u2066 isolate \u200b zero-width \u00e9 accent"
+    root = make_project(tmp_path)
+    spec = root / "specs" / "relu.yaml"
+    doc = yaml.safe_load(spec.read_text())
+    doc["doc"] = text
+    spec.write_text(yaml.safe_dump(doc))
+    assert main(["--project", str(root), "generate"]) == 0
+    out = root / "generated"
+    for path in out.rglob("*"):
+        if path.suffix in (".cpp", ".cu", ".h", ".cuh", ".py", ".pyi"):
+            source = path.read_text()
+            hidden = [c for c in source if c not in "\n\t" and unicodedata.category(c) in ("Cf", "Cc", "Zl", "Zp")]
+            assert not hidden, (path, hidden)
+    assert "left <U+202E> right <U+2066> isolate <U+200B> zero-width \u00e9 accent" in (out / "csrc/ops/relu.cpp").read_text()
+    module = ast.parse((out / "python/robust/_ops/relu.py").read_text())
+    fn = next(n for n in module.body if isinstance(n, ast.FunctionDef))
+    assert ast.get_docstring(fn).startswith(text)
+
+
 @pytest.mark.parametrize("field, value", [
     ("kernel", {"pointwise": 'maximum(x, 0)); system("rm -rf /"); ('}),
     ("kernel", {"pointwise": "x\n#include <cstdlib>"}),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from ..schema import Argument, FunctionSchema, Type
 
 _SCALAR_TYPES = {"int": "int64_t", "SymInt": "c10::SymInt", "float": "double", "bool": "bool", "str": "c10::string_view", "Scalar": "at::Scalar"}
@@ -52,12 +54,20 @@ def string_literal(text: str) -> str:
 
 
 def comment(text: str) -> str:
-    """``text`` made safe for a ``//`` comment: one line, no trailing backslash."""
+    """``text`` made safe for a ``//`` comment: one line, no trailing backslash, and invisible
+    format characters (bidirectional overrides, zero-width marks) spelled out as ``<U+202E>``:
+    compilers reject unpaired bidi controls (-Wbidi-chars) and readers can't see them."""
     line = " ".join(text.split())
-    line = "".join(c if " " <= c <= "~" or ord(c) > 127 else " " for c in line)
+    line = "".join(c if " " <= c <= "~" or (ord(c) > 127 and not invisible(c)) else (f"<U+{ord(c):04X}>" if invisible(c) else " ")
+                   for c in line)
     while line.endswith("\\"):
         line = line[:-1] + "(backslash)"
     return line
+
+
+def invisible(c: str) -> bool:
+    """Characters that change how text around them displays without showing themselves."""
+    return c not in "\n\t" and unicodedata.category(c) in ("Cf", "Cc", "Co", "Cs", "Zl", "Zp")
 
 
 def float_literal(value: float | int) -> str:

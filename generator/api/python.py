@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .. import expr as E
+from . import cpp
 from ..functions import FUNCTIONS
 from ..schema import Argument, Type, format_default
 
@@ -62,6 +63,7 @@ def literal(value) -> str:
 def docstring(text: str) -> str:
     """A triple-quoted Python literal holding ``text``."""
     body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    body = "".join(f"\\u{ord(c):04x}" if cpp.invisible(c) and ord(c) <= 0xFFFF else c for c in body)  # escaped, not hidden
     if body.endswith('"'):
         body = body[:-1] + '\\"'
     return '"""' + body + '"""'
