@@ -30,6 +30,10 @@ def median_us(fn, min_run_time: float) -> float:
     return benchmark.Timer(stmt="fn()", globals={"fn": fn}).blocked_autorange(min_run_time=min_run_time).median * 1e6
 
 
+def as_tuple(value) -> tuple[torch.Tensor, ...]:
+    return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+
+
 def op_rows(ops, namespace: str, names: list[str], sizes, dtypes, min_run_time: float, device: str = "cuda"):
     rows = []
     for name in names:
@@ -51,20 +55,22 @@ def op_rows(ops, namespace: str, names: list[str], sizes, dtypes, min_run_time: 
                 gen = torch.Generator().manual_seed(0)
                 tensors = {a.name: testing.make_tensor(op, a.name, (int(n),), dt, gen, device=device) for a in op.tensor_inputs}
                 args, kwargs = testing.call_args(op, tensors, attrs)
-                out = generated(*args, **kwargs)
-                torch.testing.assert_close(out.float(), reference(*args, **kwargs).float(), atol=1e-2, rtol=1e-2)
+                outs = as_tuple(generated(*args, **kwargs))
+                for got, want in zip(outs, as_tuple(reference(*args, **kwargs)), strict=True):
+                    torch.testing.assert_close(got.float(), want.float(), atol=1e-2, rtol=1e-2)
+                out = outs[0]
                 src, dst = tensors[op.tensor_inputs[0].name], torch.empty_like(out)
                 row = {"op": name, "dtype": dtype, "elements": int(n)}
                 row["generated_us"] = median_us(lambda: generated(*args, **kwargs), min_run_time)
                 row["eager_us"] = median_us(lambda: reference(*args, **kwargs), min_run_time)
                 row["copy_us"] = median_us(lambda: dst.copy_(src), min_run_time)
-                moved = (len(tensors) + 1) * int(n) * out.element_size()
+                moved = (len(tensors) + len(outs)) * int(n) * out.element_size()
                 row["generated_GBps"] = moved / row["generated_us"] / 1e3
                 row["copy_GBps"] = 2 * int(n) * out.element_size() / row["copy_us"] / 1e3
                 if op.gradient is not None and dt.is_floating_point:
                     leaves = {k: v.clone().requires_grad_() for k, v in tensors.items()}
                     largs, lkwargs = testing.call_args(op, leaves, attrs)
-                    grad = torch.ones_like(out)
+                    grad = tuple(torch.ones_like(o) for o in outs)
                     inputs = list(leaves.values())
                     row["generated_fwd_bwd_us"] = median_us(
                         lambda: torch.autograd.grad(generated(*largs, **lkwargs), inputs, grad), min_run_time)

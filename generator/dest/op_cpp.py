@@ -25,10 +25,12 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         f"{a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else a.name for a in attrs)
     scope = ctx.check_scope(op)
     bw = backward.plan(op)
-    kernels = [{"name": op.name, "attrs": attrs}]
+    outs = ["_out"] if len(op.output_names) == 1 else [f"_{n}" for n in op.output_names]
+    kernels = [{"name": op.name, "attrs": attrs, "outs": outs, "inputs": [a.name for a in op.tensor_inputs]}]
     bw_kernel_call = ""
     if bw is not None and bw.fused:
-        kernels.append({"name": bw.name, "attrs": list(bw.kernel_attrs)})
+        kernels.append({"name": bw.name, "attrs": list(bw.kernel_attrs), "outs": [f"_g{i}" for i in bw.fused],
+                        "inputs": [*bw.grads, *bw.saved]})
         bw_kernel_call = "".join(
             f", {a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else f", {a.name}" for a in bw.kernel_attrs)
     text = render(
@@ -44,7 +46,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         shape_text=str(op.shape),
         shape_sizes=_shape_sizes(op.shape, scope),
         kernels=kernels,
-        outs=["_out"] if len(op.output_names) == 1 else [f"_{n}" for n in op.output_names],
+        outs=outs,
         returns_type=cpp.returns_type(op.schema),
         out_schema=out_schema(op),
         has_out="out" in op.variants,

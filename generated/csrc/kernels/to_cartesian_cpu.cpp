@@ -105,6 +105,71 @@ void to_cartesian_backward_loop(at::TensorIteratorBase& _iter) {
       });
 }
 
+
+// Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+template <typename scalar_t>
+void to_cartesian_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  auto _f0 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
+    using _t = decltype(grad_x);
+    return ((grad_x * opgen::cos(theta)) + (grad_y * opgen::sin(theta)));
+  };
+  auto _f1 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
+    using _t = decltype(grad_x);
+    return ((grad_y * x) - (grad_x * y));
+  };
+
+  auto _body = [&](int64_t _begin, int64_t _end) {
+    int64_t _i = _begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        auto [_grad_x_lo, _grad_x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_x_ptr + _i));
+        auto [_grad_y_lo, _grad_y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_y_ptr + _i));
+        auto [_theta_lo, _theta_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_theta_ptr + _i));
+        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+        auto [_y_lo, _y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_y_ptr + _i));
+        at::vec::convert_from_float<scalar_t>(_f0(_grad_x_lo, _grad_y_lo, _theta_lo, _x_lo, _y_lo), _f0(_grad_x_hi, _grad_y_hi, _theta_hi, _x_hi, _y_hi)).store(_out0 + _i);
+        at::vec::convert_from_float<scalar_t>(_f1(_grad_x_lo, _grad_y_lo, _theta_lo, _x_lo, _y_lo), _f1(_grad_x_hi, _grad_y_hi, _theta_hi, _x_hi, _y_hi)).store(_out1 + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad_x = _grad_x_ptr[_i];
+        const scalar_t grad_y = _grad_y_ptr[_i];
+        const scalar_t theta = _theta_ptr[_i];
+        const scalar_t x = _x_ptr[_i];
+        const scalar_t y = _y_ptr[_i];
+        _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
+        _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
+      }
+    } else {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        const _vec grad_x = _vec::loadu(_grad_x_ptr + _i);
+        const _vec grad_y = _vec::loadu(_grad_y_ptr + _i);
+        const _vec theta = _vec::loadu(_theta_ptr + _i);
+        const _vec x = _vec::loadu(_x_ptr + _i);
+        const _vec y = _vec::loadu(_y_ptr + _i);
+        _f0(grad_x, grad_y, theta, x, y).store(_out0 + _i);
+        _f1(grad_x, grad_y, theta, x, y).store(_out1 + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad_x = _grad_x_ptr[_i];
+        const scalar_t grad_y = _grad_y_ptr[_i];
+        const scalar_t theta = _theta_ptr[_i];
+        const scalar_t x = _x_ptr[_i];
+        const scalar_t y = _y_ptr[_i];
+        _out0[_i] = _f0(grad_x, grad_y, theta, x, y);
+        _out1[_i] = _f1(grad_x, grad_y, theta, x, y);
+      }
+    }
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
+}
+
 }  // namespace
 
 void to_cartesian_kernel(at::TensorIteratorBase& _iter) {
@@ -151,6 +216,22 @@ void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter) {
       return to_cartesian_backward_loop<at::BFloat16>(_iter);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
+  }
+}
+
+
+void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return to_cartesian_backward_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_grad_x_ptr), static_cast<const float*>(_grad_y_ptr), static_cast<const float*>(_theta_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_y_ptr));
+    case at::ScalarType::Double:
+      return to_cartesian_backward_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_grad_x_ptr), static_cast<const double*>(_grad_y_ptr), static_cast<const double*>(_theta_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_y_ptr));
+    case at::ScalarType::Half:
+      return to_cartesian_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<const at::Half*>(_grad_x_ptr), static_cast<const at::Half*>(_grad_y_ptr), static_cast<const at::Half*>(_theta_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_y_ptr));
+    case at::ScalarType::BFloat16:
+      return to_cartesian_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<const at::BFloat16*>(_grad_x_ptr), static_cast<const at::BFloat16*>(_grad_y_ptr), static_cast<const at::BFloat16*>(_theta_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_y_ptr));
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
 

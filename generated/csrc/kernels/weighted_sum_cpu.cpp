@@ -112,6 +112,49 @@ void weighted_sum_backward_loop(at::TensorIteratorBase& _iter, double weight) {
   }
 }
 
+
+// Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+template <typename scalar_t>
+void weighted_sum_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, double weight) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(weight);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto _u0) {
+    using _t = decltype(grad);
+    return (grad * _u0);
+  };
+
+  auto _body = [&](int64_t _begin, int64_t _end) {
+    int64_t _i = _begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+        at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _u0v), _f0(_grad_hi, _u0v)).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad = _grad_ptr[_i];
+        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), _u0));
+      }
+    } else {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i);
+        _f0(grad, _u0v).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad = _grad_ptr[_i];
+        _out[_i] = _f0(grad, _u0);
+      }
+    }
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
+}
+
 }  // namespace
 
 void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight) {
@@ -158,6 +201,22 @@ void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight) 
       return weighted_sum_backward_loop<at::BFloat16>(_iter, weight);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.weighted_sum_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
+  }
+}
+
+
+void weighted_sum_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _grad_ptr, double weight) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return weighted_sum_backward_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_grad_ptr), weight);
+    case at::ScalarType::Double:
+      return weighted_sum_backward_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_grad_ptr), weight);
+    case at::ScalarType::Half:
+      return weighted_sum_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out), static_cast<const at::Half*>(_grad_ptr), weight);
+    case at::ScalarType::BFloat16:
+      return weighted_sum_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_grad_ptr), weight);
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.weighted_sum_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
 

@@ -8,14 +8,16 @@
 namespace opgen_ops::cpu {
 namespace DEFAULT {
 void add_kernel(at::TensorIteratorBase& _iter, double alpha);
-void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
 void add_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double alpha);
+void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
+void add_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g1, const void* _grad_ptr, double alpha);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void add_kernel(at::TensorIteratorBase& _iter, double alpha);
-void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
 void add_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double alpha);
+void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
+void add_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g1, const void* _grad_ptr, double alpha);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -193,7 +195,17 @@ std::tuple<at::Tensor, at::Tensor> add_backward_dense(const at::Tensor& grad, do
                    .add_const_input(grad)
                    .promote_inputs_to_common_dtype(true)
                    .build();
-  if (grad.numel() > 0) {
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g1, { grad })) {
+    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::add_backward_contiguous :
+#else
+      &cpu::DEFAULT::add_backward_contiguous :
+#endif
+      &cpu::DEFAULT::add_backward_contiguous;
+    _contiguous(_dtype, grad.numel(), _g1.data_ptr(), grad.const_data_ptr(), alpha);
+  } else if (grad.numel() > 0) {
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::add_backward_kernel(_iter, alpha);

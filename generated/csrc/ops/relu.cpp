@@ -8,14 +8,16 @@
 namespace opgen_ops::cpu {
 namespace DEFAULT {
 void relu_kernel(at::TensorIteratorBase& _iter);
-void relu_backward_kernel(at::TensorIteratorBase& _iter);
 void relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
+void relu_backward_kernel(at::TensorIteratorBase& _iter);
+void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void relu_kernel(at::TensorIteratorBase& _iter);
-void relu_backward_kernel(at::TensorIteratorBase& _iter);
 void relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
+void relu_backward_kernel(at::TensorIteratorBase& _iter);
+void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -188,7 +190,17 @@ at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
                    .add_const_input(x)
                    .promote_inputs_to_common_dtype(true)
                    .build();
-  if (grad.numel() > 0) {
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
+    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::relu_backward_contiguous :
+#else
+      &cpu::DEFAULT::relu_backward_contiguous :
+#endif
+      &cpu::DEFAULT::relu_backward_contiguous;
+    _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr());
+  } else if (grad.numel() > 0) {
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::relu_backward_kernel(_iter);

@@ -8,14 +8,16 @@
 namespace opgen_ops::cpu {
 namespace DEFAULT {
 void softplus_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
-void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
 void softplus_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double beta, double threshold);
+void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+void softplus_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, double beta, double threshold);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void softplus_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
-void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
 void softplus_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double beta, double threshold);
+void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+void softplus_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, double beta, double threshold);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -161,7 +163,17 @@ at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, 
                    .add_const_input(x)
                    .promote_inputs_to_common_dtype(true)
                    .build();
-  if (grad.numel() > 0) {
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
+    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::softplus_backward_contiguous :
+#else
+      &cpu::DEFAULT::softplus_backward_contiguous :
+#endif
+      &cpu::DEFAULT::softplus_backward_contiguous;
+    _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), beta, threshold);
+  } else if (grad.numel() > 0) {
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::softplus_backward_kernel(_iter, beta, threshold);

@@ -8,14 +8,16 @@
 namespace opgen_ops::cpu {
 namespace DEFAULT {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr);
 }  // namespace AVX2
 #endif
 }  // namespace opgen_ops::cpu
@@ -147,7 +149,17 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
                    .add_const_input(y)
                    .promote_inputs_to_common_dtype(true)
                    .build();
-  if (grad_x.numel() > 0) {
+  if (grad_x.numel() > 0 && grad_x.is_cpu() && opgen::same_layout_contiguous(_g0, { grad_x, grad_y, theta, x, y })) {
+    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::to_cartesian_backward_contiguous :
+#else
+      &cpu::DEFAULT::to_cartesian_backward_contiguous :
+#endif
+      &cpu::DEFAULT::to_cartesian_backward_contiguous;
+    _contiguous(_dtype, grad_x.numel(), _g0.data_ptr(), _g1.data_ptr(), grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr());
+  } else if (grad_x.numel() > 0) {
 #if defined(OPGEN_WITH_CUDA)
     if (grad_x.is_cuda()) {
       cuda::to_cartesian_backward_kernel(_iter);

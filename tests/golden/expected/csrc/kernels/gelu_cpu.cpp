@@ -105,6 +105,52 @@ void gelu_backward_loop(at::TensorIteratorBase& _iter, c10::string_view approxim
   }
 }
 
+
+// Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+template <typename scalar_t>
+void gelu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, c10::string_view approximate) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = (c10::string_view(approximate) == "tanh");
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x) {
+    using _t = decltype(grad);
+    return (grad * (_c0 ? ((_t(0.5) * (_t(1.0) + opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) + ((_t(0.5) * x) * ((_t(1.0) - (opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))) * opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) * (_t(0.7978845608028654) * (_t(1.0) + ((((_t(0.044715) * x) + (_t(0.044715) * x)) * x) + ((_t(0.044715) * x) * x))))))) : ((_t(0.5) * (_t(1.0) + opgen::erf((x * _t(0.7071067811865476))))) + ((_t(0.5) * x) * ((_t(1.1283791670955126) * opgen::exp(opgen::neg(((x * _t(0.7071067811865476)) * (x * _t(0.7071067811865476)))))) * _t(0.7071067811865476))))));
+  };
+
+  auto _body = [&](int64_t _begin, int64_t _end) {
+    int64_t _i = _begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+        at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo), _f0(_grad_hi, _x_hi)).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad = _grad_ptr[_i];
+        const scalar_t x = _x_ptr[_i];
+        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x)));
+      }
+    } else {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i);
+        const _vec x = _vec::loadu(_x_ptr + _i);
+        _f0(grad, x).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad = _grad_ptr[_i];
+        const scalar_t x = _x_ptr[_i];
+        _out[_i] = _f0(grad, x);
+      }
+    }
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
+}
+
 }  // namespace
 
 void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate) {
@@ -151,6 +197,22 @@ void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approx
       return gelu_backward_loop<at::BFloat16>(_iter, approximate);
     default:
       TORCH_CHECK_TYPE(false, "golden.gelu_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
+  }
+}
+
+
+void gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _grad_ptr, const void* _x_ptr, c10::string_view approximate) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return gelu_backward_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), approximate);
+    case at::ScalarType::Double:
+      return gelu_backward_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), approximate);
+    case at::ScalarType::Half:
+      return gelu_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out), static_cast<const at::Half*>(_grad_ptr), static_cast<const at::Half*>(_x_ptr), approximate);
+    case at::ScalarType::BFloat16:
+      return gelu_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_x_ptr), approximate);
+    default:
+      TORCH_CHECK_TYPE(false, "golden.gelu_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
 

@@ -116,6 +116,69 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int6
       });
 }
 
+
+// Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+template <typename scalar_t>
+void scale_rows_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(static_cast<double>(power));
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  const opmath_t _u1 = static_cast<opmath_t>(offset);
+  [[maybe_unused]] const _fvec _u1v(_u1);
+  const opmath_t _u2 = static_cast<opmath_t>((static_cast<double>(power) - 1.0));
+  [[maybe_unused]] const _fvec _u2v(_u2);
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
+    using _t = decltype(grad);
+    return (grad * opgen::pow(scale, _u0));
+  };
+  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
+    using _t = decltype(grad);
+    return (grad * ((x + _u1) * (_u0 * opgen::pow(scale, _u2))));
+  };
+
+  auto _body = [&](int64_t _begin, int64_t _end) {
+    int64_t _i = _begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+        auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
+        at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f0(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v)).store(_out0 + _i);
+        at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f1(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v)).store(_out1 + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad = _grad_ptr[_i];
+        const scalar_t x = _x_ptr[_i];
+        const scalar_t scale = _scale_ptr[_i];
+        _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
+        _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
+      }
+    } else {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i);
+        const _vec x = _vec::loadu(_x_ptr + _i);
+        const _vec scale = _vec::loadu(_scale_ptr + _i);
+        _f0(grad, x, scale, _u0v, _u1v, _u2v).store(_out0 + _i);
+        _f1(grad, x, scale, _u0v, _u1v, _u2v).store(_out1 + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad = _grad_ptr[_i];
+        const scalar_t x = _x_ptr[_i];
+        const scalar_t scale = _scale_ptr[_i];
+        _out0[_i] = _f0(grad, x, scale, _u0, _u1, _u2);
+        _out1[_i] = _f1(grad, x, scale, _u0, _u1, _u2);
+      }
+    }
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
+}
+
 }  // namespace
 
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power) {
@@ -150,6 +213,18 @@ void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, in
       return scale_rows_backward_loop<double>(_iter, offset, power);
     default:
       TORCH_CHECK_TYPE(false, "golden.scale_rows_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
+  }
+}
+
+
+void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return scale_rows_backward_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_scale_ptr), offset, power);
+    case at::ScalarType::Double:
+      return scale_rows_backward_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_scale_ptr), offset, power);
+    default:
+      TORCH_CHECK_TYPE(false, "golden.scale_rows_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
 

@@ -113,6 +113,57 @@ void sincos_backward_loop(at::TensorIteratorBase& _iter, double scale) {
   }
 }
 
+
+// Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+template <typename scalar_t>
+void sincos_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_sin_ptr, const scalar_t* _grad_cos_ptr, const scalar_t* _x_ptr, double scale) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(scale);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  auto _f0 = [=]([[maybe_unused]] auto grad_sin, [[maybe_unused]] auto grad_cos, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
+    using _t = decltype(grad_sin);
+    return ((grad_sin * (opgen::cos((_u0 * x)) * _u0)) + (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0))));
+  };
+
+  auto _body = [&](int64_t _begin, int64_t _end) {
+    int64_t _i = _begin;
+    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        auto [_grad_sin_lo, _grad_sin_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_sin_ptr + _i));
+        auto [_grad_cos_lo, _grad_cos_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_cos_ptr + _i));
+        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+        at::vec::convert_from_float<scalar_t>(_f0(_grad_sin_lo, _grad_cos_lo, _x_lo, _u0v), _f0(_grad_sin_hi, _grad_cos_hi, _x_hi, _u0v)).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad_sin = _grad_sin_ptr[_i];
+        const scalar_t grad_cos = _grad_cos_ptr[_i];
+        const scalar_t x = _x_ptr[_i];
+        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_sin), static_cast<opmath_t>(grad_cos), static_cast<opmath_t>(x), _u0));
+      }
+    } else {
+      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+        const _vec grad_sin = _vec::loadu(_grad_sin_ptr + _i);
+        const _vec grad_cos = _vec::loadu(_grad_cos_ptr + _i);
+        const _vec x = _vec::loadu(_x_ptr + _i);
+        _f0(grad_sin, grad_cos, x, _u0v).store(_out + _i);
+      }
+      for (; _i < _end; ++_i) {
+        const scalar_t grad_sin = _grad_sin_ptr[_i];
+        const scalar_t grad_cos = _grad_cos_ptr[_i];
+        const scalar_t x = _x_ptr[_i];
+        _out[_i] = _f0(grad_sin, grad_cos, x, _u0);
+      }
+    }
+  };
+  if (_n < at::internal::GRAIN_SIZE) {
+    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+  }
+}
+
 }  // namespace
 
 void sincos_kernel(at::TensorIteratorBase& _iter, double scale) {
@@ -147,6 +198,18 @@ void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale) {
       return sincos_backward_loop<double>(_iter, scale);
     default:
       TORCH_CHECK_TYPE(false, "golden.sincos_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
+  }
+}
+
+
+void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return sincos_backward_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_grad_sin_ptr), static_cast<const float*>(_grad_cos_ptr), static_cast<const float*>(_x_ptr), scale);
+    case at::ScalarType::Double:
+      return sincos_backward_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_grad_sin_ptr), static_cast<const double*>(_grad_cos_ptr), static_cast<const double*>(_x_ptr), scale);
+    default:
+      TORCH_CHECK_TYPE(false, "golden.sincos_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
 

@@ -8,14 +8,16 @@
 namespace golden::cpu {
 namespace DEFAULT {
 void clamp_kernel(at::TensorIteratorBase& _iter, double min, double max);
-void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max);
 void clamp_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double min, double max);
+void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max);
+void clamp_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, double min, double max);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void clamp_kernel(at::TensorIteratorBase& _iter, double min, double max);
-void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max);
 void clamp_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double min, double max);
+void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max);
+void clamp_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, double min, double max);
 }  // namespace AVX2
 #endif
 }  // namespace golden::cpu
@@ -160,7 +162,17 @@ at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, dou
                    .add_const_input(x)
                    .promote_inputs_to_common_dtype(true)
                    .build();
-  if (grad.numel() > 0) {
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
+    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::clamp_backward_contiguous :
+#else
+      &cpu::DEFAULT::clamp_backward_contiguous :
+#endif
+      &cpu::DEFAULT::clamp_backward_contiguous;
+    _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), min, max);
+  } else if (grad.numel() > 0) {
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::clamp_backward_kernel(_iter, min, max);

@@ -8,14 +8,16 @@
 namespace golden::cpu {
 namespace DEFAULT {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
-void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
 void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
-void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
 void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 }  // namespace AVX2
 #endif
 }  // namespace golden::cpu
@@ -175,7 +177,17 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
                    .add_const_input(scale)
                    .promote_inputs_to_common_dtype(true)
                    .build();
-  if (grad.numel() > 0) {
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x, scale })) {
+    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::scale_rows_backward_contiguous :
+#else
+      &cpu::DEFAULT::scale_rows_backward_contiguous :
+#endif
+      &cpu::DEFAULT::scale_rows_backward_contiguous;
+    _contiguous(_dtype, grad.numel(), _g0.data_ptr(), _g1.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
+  } else if (grad.numel() > 0) {
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::scale_rows_backward_kernel(_iter, offset.toDouble(), power);

@@ -8,14 +8,16 @@
 namespace golden::cpu {
 namespace DEFAULT {
 void sincos_kernel(at::TensorIteratorBase& _iter, double scale);
-void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
 void sincos_contiguous(at::ScalarType _dtype, int64_t _n, void* _sin, void* _cos, const void* _x_ptr, double scale);
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
+void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void sincos_kernel(at::TensorIteratorBase& _iter, double scale);
-void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
 void sincos_contiguous(at::ScalarType _dtype, int64_t _n, void* _sin, void* _cos, const void* _x_ptr, double scale);
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
+void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale);
 }  // namespace AVX2
 #endif
 }  // namespace golden::cpu
@@ -133,7 +135,17 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
                    .add_const_input(x)
                    .promote_inputs_to_common_dtype(true)
                    .build();
-  if (grad_sin.numel() > 0) {
+  if (grad_sin.numel() > 0 && grad_sin.is_cpu() && opgen::same_layout_contiguous(_g0, { grad_sin, grad_cos, x })) {
+    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+    static const auto _contiguous = opgen::cpu_has_avx2() ?
+#if defined(OPGEN_HAVE_AVX2)
+      &cpu::AVX2::sincos_backward_contiguous :
+#else
+      &cpu::DEFAULT::sincos_backward_contiguous :
+#endif
+      &cpu::DEFAULT::sincos_backward_contiguous;
+    _contiguous(_dtype, grad_sin.numel(), _g0.data_ptr(), grad_sin.const_data_ptr(), grad_cos.const_data_ptr(), x.const_data_ptr(), scale);
+  } else if (grad_sin.numel() > 0) {
 #if defined(OPGEN_WITH_CUDA)
     if (grad_sin.is_cuda()) {
       cuda::sincos_backward_kernel(_iter, scale);
