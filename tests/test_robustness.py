@@ -37,16 +37,21 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 # ---- injection ---------------------------------------------------------------------------------
 
 
-def test_hostile_doc_is_escaped_for_every_target(tmp_path):
+def generate_with_doc(tmp_path, text: str) -> Path:
+    """A project whose relu spec has ``doc: text``, generated; returns its output folder."""
     import yaml
 
     root = make_project(tmp_path)
     spec = root / "specs" / "relu.yaml"
     doc = yaml.safe_load(spec.read_text())
-    doc["doc"] = HOSTILE_DOC
+    doc["doc"] = text
     spec.write_text(yaml.safe_dump(doc))
     assert main(["--project", str(root), "generate"]) == 0
-    out = root / "generated"
+    return root / "generated"
+
+
+def test_hostile_doc_is_escaped_for_every_target(tmp_path):
+    out = generate_with_doc(tmp_path, HOSTILE_DOC)
     # Python: the module parses and its docstring holds the text exactly
     module = ast.parse((out / "python/robust/_ops/relu.py").read_text())
     fn = next(n for n in module.body if isinstance(n, ast.FunctionDef))
@@ -67,16 +72,8 @@ def test_invisible_characters_are_spelled_out_in_cpp_and_escaped_in_python(tmp_p
     override with -Werror=bidi-chars) never reach a C++ file, and Python sources escape them."""
     import unicodedata
 
-    import yaml
-
     text = "left \u202e right \u2066 isolate \u200b zero-width \u00e9 accent"
-    root = make_project(tmp_path)
-    spec = root / "specs" / "relu.yaml"
-    doc = yaml.safe_load(spec.read_text())
-    doc["doc"] = text
-    spec.write_text(yaml.safe_dump(doc))
-    assert main(["--project", str(root), "generate"]) == 0
-    out = root / "generated"
+    out = generate_with_doc(tmp_path, text)
     for path in out.rglob("*"):
         if path.suffix in (".cpp", ".cu", ".h", ".cuh", ".py", ".pyi"):
             source = path.read_text()
