@@ -58,9 +58,13 @@ torch.testing.assert_close(py.full_tensor(), a.abs() * torch.sin(b))
 (px + 2 * py).sum().backward()
 assert r.grad.placements == (Shard(0),), r.grad.placements
 torch.testing.assert_close(r.grad.full_tensor(), (torch.cos(b) + 2 * torch.sin(b)).expand(4, 6))
-torch.testing.assert_close(theta.grad.full_tensor(), (-a.abs() * torch.sin(b) + 2 * a.abs() * torch.cos(b)).sum(0))
+torch.testing.assert_close(theta.grad.redistribute(mesh, [Replicate()]).to_local(),
+                           (-a.abs() * torch.sin(b) + 2 * a.abs() * torch.cos(b)).sum(0))
 dist.destroy_process_group()
-print("rank", dist.get_rank() if dist.is_initialized() else os.environ["RANK"], "ok")
+print("rank", dist.get_rank() if dist.is_initialized() else os.environ["RANK"], "ok", flush=True)
+# Skip interpreter teardown: c10d/gloo background threads occasionally abort in static
+# destructors after the process group is gone ("terminate called without an active exception").
+os._exit(0)
 """
 
 
