@@ -29,6 +29,7 @@ cases = [
     ("clamp(x, min=-1, max=1)", opgen_ops.clamp(x, min=-1.0, max=1.0), x.clamp(-1, 1)),
     ("gelu(x.bfloat16())", opgen_ops.gelu(x.bfloat16()).float(), F.gelu(x.bfloat16().double(), approximate="tanh").bfloat16()),
     ("isclose(a, a + 1e-7)", opgen_ops.isclose(a, a + 1e-7).float(), torch.isclose(a, a + 1e-7).float()),
+    ("to_cartesian(|x|, a)[1]  (2 outputs)", opgen_ops.to_cartesian(x.abs(), a)[1], x.abs() * torch.sin(a)),
     # reductions, generated from map/combine/post
     ("sum_squares(x, [1])", opgen_ops.sum_squares(x, [1]), (x * x).sum(1)),
     ("l2_norm(x, [0], keepdim=True)", opgen_ops.l2_norm(x, [0], True), torch.linalg.vector_norm(x, dim=0, keepdim=True)),
@@ -39,12 +40,13 @@ cases = [
     # hand-written kernels (specs/*.cpu.cpp), everything around them generated
     ("rms_norm(x, w)", opgen_ops.rms_norm(x, b), x * torch.rsqrt((x * x).mean(-1, keepdim=True) + 1e-6) * b),
     ("layer_norm(x, w, b)[0]", opgen_ops.layer_norm(x, b, b)[0], F.layer_norm(x, (64,), b, b)),
+    ("layer_norm(x, w, b)[2]  (rstd)", opgen_ops.layer_norm(x, b, b)[2], torch.native_layer_norm(x, [64], b, b, 1e-5)[2]),
     ("linear(x, w[:8], bias)", opgen_ops.linear(x, a[:8], b[:8]), F.linear(x, a[:8], b[:8])),
     ("add_n([a, x, a])", opgen_ops.add_n([a, x, a]), a + x + a),
 ]
-print(f"{'op':32} {'shape':>14} {'max |diff| vs torch':>20}")
+print(f"{'op':36} {'shape':>14} {'max |diff| vs torch':>20}")
 for name, got, want in cases:
-    print(f"{name:32} {str(tuple(got.shape)):>14} {(got.float() - want).abs().max().item():>20.3g}")
+    print(f"{name:36} {str(tuple(got.shape)):>14} {(got.float() - want).abs().max().item():>20.3g}")
 
 print("\nA bad call raises a Python error that names the op and the argument:")
 try:
