@@ -8,6 +8,7 @@ from importlib import resources
 from pathlib import Path
 
 import jinja2
+import jinja2.bccache
 
 from .api import cpp, python
 
@@ -34,6 +35,16 @@ def markdown_code(text: str) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
+class BestEffortCache(jinja2.FileSystemBytecodeCache):
+    """A cache that never fails a run: a folder that is read-only, full or gone means no caching."""
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
 def bytecode_cache() -> jinja2.BytecodeCache | None:
     """Compiled templates kept in $XDG_CACHE_HOME/opgen (compiling all of them costs ~0.4 s per
     run; Jinja checks each against its source). None where that folder can't be made."""
@@ -42,7 +53,7 @@ def bytecode_cache() -> jinja2.BytecodeCache | None:
         root.mkdir(parents=True, exist_ok=True)
     except OSError:
         return None
-    return jinja2.FileSystemBytecodeCache(str(root))
+    return BestEffortCache(str(root))
 
 
 @functools.lru_cache(maxsize=1)

@@ -242,3 +242,21 @@ def test_output_does_not_depend_on_spec_file_order(tmp_path):
         assert main(["--project", str(root), "generate"]) == 0
         outputs.append(snapshot(root / "generated"))
     assert outputs[0] == outputs[1]
+
+
+def test_template_cache_problems_never_fail_a_run(tmp_path, monkeypatch):
+    """The compiled-template cache is an optimization: no folder, or one that vanished or can't be
+    written, means rendering without it."""
+    import jinja2
+
+    from opgen import render
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
+    (tmp_path / "a-file").write_text("not a folder")
+    assert render.bytecode_cache() is None
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = render.bytecode_cache()
+    assert isinstance(cache, render.BestEffortCache)
+    shutil.rmtree(tmp_path / "cache")  # gone before the first dump
+    env = jinja2.Environment(loader=jinja2.DictLoader({"t": "{{ 6 * 7 }}"}), bytecode_cache=cache)
+    assert env.get_template("t").render() == "42"
