@@ -188,7 +188,7 @@ def _call(e: E.Call, x: str) -> E.Expr:
 def derived_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
     """grad * d(kernel)/d(input) for every tensor input the kernel depends on; with several
     outputs, the sum over outputs of grad_<output> * d(output)/d(input)."""
-    grads = [E.Name("grad")] if len(op.kernel.exprs) == 1 else [E.Name(f"grad_{n}") for n in op.output_names]
+    grads = [E.Name(g) for g in op.grad_names]
     out = []
     for a in op.tensor_inputs:
         f: E.Expr = ZERO

@@ -187,6 +187,17 @@ class OpSpec:
         return tuple(r.name or f"out{i}" for i, r in enumerate(self.schema.returns))
 
     @property
+    def grad_names(self) -> tuple[str, ...]:
+        """How gradient formulas and backward kernels name the incoming gradients: `grad` for one
+        output, `grad_<output>` for each of several."""
+        return ("grad",) if len(self.output_names) == 1 else tuple(f"grad_{n}" for n in self.output_names)
+
+    @property
+    def result_names(self) -> tuple[str, ...]:
+        """How gradient formulas and backward kernels name the outputs: `result`, or each by name."""
+        return ("result",) if len(self.output_names) == 1 else self.output_names
+
+    @property
     def multi_output(self) -> bool:
         """Several outputs, each with its own gradient (max/min's indices are not one of these)."""
         return len(self.schema.returns) > 1 and not self.is_reduction
@@ -550,7 +561,7 @@ class _SpecParser:
             raise self.err(path, "'kernel' must be a mapping such as {pointwise: a + b}")
         self.check_keys(path, value, KERNEL_KEYS)
         if len(value) != 1 and set(value) != {"cpu", "cuda"}:
-            raise self.err(path, f"give one kernel kind: pointwise, reduce, or hand-written files (cpu, and optionally cuda)")
+            raise self.err(path, "give one kernel kind: pointwise, reduce, or hand-written files (cpu, and optionally cuda)")
         if "cpu" in value or "cuda" in value:
             return self.custom_kernel(path, value, shape)
         if "reduce" in value or shape.kind == "reduce":

@@ -492,7 +492,7 @@ def test_explicit_formulas_agree_with_derived(op):
     """A spec's hand-written gradient formulas against symbolic differentiation of its kernel."""
     from opgen.api import python
     from opgen.derivatives import derived_formulas
-    from opgen.dest.backward import names, scope
+    from opgen.dest.backward import scope
 
     if op.gradient is None or op.gradient.auto:
         pytest.skip("no explicit formulas")
@@ -502,8 +502,7 @@ def test_explicit_formulas_agree_with_derived(op):
     for attrs in testing.attribute_sets(op, limit=4):
         env = {"torch": torch, "_t": lambda v: torch.as_tensor(v, dtype=torch.float64), **attrs}
         env.update({a.name: testing.make_tensor(op, a.name, (257,), torch.float64, gen) for a in op.tensor_inputs})
-        grads, results = names(op)
-        for g, r, e in zip(grads, results, op.kernel.exprs):
+        for g, r, e in zip(op.grad_names, op.result_names, op.kernel.exprs):
             env[g] = torch.rand(257, generator=gen, dtype=torch.float64) * 2 - 1
             env[r] = eval(python.reference(e, kernel_scope), env)  # noqa: S307 (printed from our IR)
         for name, formula in op.gradient.formulas:

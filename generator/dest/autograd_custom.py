@@ -21,7 +21,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
     c = custom.custom(op)
     args = op.schema.arguments
     formulas = dict(g.tensor_formulas)
-    results = custom.results(op)
+    results = op.result_names
     if c.backward:
         saved_names = {a.name for a in op.tensor_inputs} | set(results)
         attributes = list(op.attributes)
@@ -34,7 +34,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
     for name, f in formulas.items():
         kinds = {a.name: TENSOR_KIND for a in op.tensor_inputs}
         kinds.update({a.name: k for a in op.attributes if (k := _formula_kind(a))})
-        kinds.update({n: TENSOR_KIND for n in (*custom.incoming_grads(op), *results)})
+        kinds.update({n: TENSOR_KIND for n in (*op.grad_names, *results)})
         rename = {name: f"{name}_element"} if name in c.lists else ({name: f"(*{name})"} if name in c.optional else {})
         composite[name] = T.cpp(f.expr, kinds, rename)
     text = render(
@@ -49,7 +49,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         forward_type=f"{cpp.returns_type(op.schema)}({', '.join(cpp.argument_type(a.type) for a in args)})",
         returns_type=cpp.returns_type(op.schema),
         results=list(results),
-        incoming=list(custom.incoming_grads(op)),
+        incoming=list(op.grad_names),
         saved_results=saved_results,
         multi=len(results) > 1,
         backward_type=_backward_type(op),

@@ -87,7 +87,7 @@ def plan(op: OpSpec) -> BackwardPlan | None:
     used: set[str] = set()
     for _, f in formulas:
         used |= E.names_in(f)
-    grads, results = names(op)
+    grads, results = op.grad_names, op.result_names
     saved = tuple(a.name for a in op.tensor_inputs if a.name in used) + tuple(r for r in results if r in used)
     attributes = tuple(a for a in op.attributes if a.name in used)
     return BackwardPlan(
@@ -102,18 +102,9 @@ def plan(op: OpSpec) -> BackwardPlan | None:
     )
 
 
-def names(op: OpSpec) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """How formulas name the incoming gradients and the outputs: `grad` and `result` for one
-    output; `grad_<name>` and `<name>` for each of several."""
-    if len(op.schema.returns) == 1:
-        return ("grad",), ("result",)
-    return tuple(f"grad_{n}" for n in op.output_names), op.output_names
-
-
 def scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
-    grads, results = names(op)
-    return E.Scope({**s.names, **{n: E.TENSOR for n in (*grads, *results)}}, True, "gradient formula")
+    return E.Scope({**s.names, **{n: E.TENSOR for n in (*op.grad_names, *op.result_names)}}, True, "gradient formula")
 
 
 def kernel_code(op: OpSpec, p: BackwardPlan) -> cpp_expr.KernelCode | None:

@@ -63,19 +63,9 @@ def grad_outputs(op: OpSpec) -> tuple[str, ...]:
     return tuple(f"grad_{a.name}" for a in op.tensor_inputs)
 
 
-def incoming_grads(op: OpSpec) -> tuple[str, ...]:
-    """The backward's incoming gradients: `grad`, or `grad_<output>` for each of several outputs."""
-    return ("grad",) if len(op.output_names) == 1 else tuple(f"grad_{o}" for o in op.output_names)
-
-
-def results(op: OpSpec) -> tuple[str, ...]:
-    """The forward's outputs as the backward sees them: `result`, or each output by name."""
-    return ("result",) if len(op.output_names) == 1 else op.output_names
-
-
 def backward_params(op: OpSpec) -> str:
-    parts = [f"const at::Tensor& {g}" for g in incoming_grads(op)] + [cpp.parameters(op.schema.arguments)]
-    parts += [f"const at::Tensor& {r}" for r in results(op)] + [f"const at::Tensor& {g}" for g in grad_outputs(op)]
+    parts = [f"const at::Tensor& {g}" for g in op.grad_names] + [cpp.parameters(op.schema.arguments)]
+    parts += [f"const at::Tensor& {r}" for r in op.result_names] + [f"const at::Tensor& {g}" for g in grad_outputs(op)]
     return ", ".join(p for p in parts if p)
 
 
@@ -101,8 +91,8 @@ def custom(op: OpSpec) -> Custom:
 def backward_schema(op: OpSpec) -> str:
     """`<op>_backward(Tensor grad, <the op's arguments>, Tensor result, bool[N] output_mask) -> (Tensor, ...)`;
     with several outputs, `Tensor grad_<output>...` and the outputs by name instead of grad and result."""
-    args = ", ".join([*(f"Tensor {g}" for g in incoming_grads(op)), *(_schema_arg(a) for a in op.schema.arguments),
-                      *(f"Tensor {r}" for r in results(op)), f"bool[{len(op.tensor_inputs)}] output_mask"])
+    args = ", ".join([*(f"Tensor {g}" for g in op.grad_names), *(_schema_arg(a) for a in op.schema.arguments),
+                      *(f"Tensor {r}" for r in op.result_names), f"bool[{len(op.tensor_inputs)}] output_mask"])
     rets = ", ".join("Tensor" for _ in op.tensor_inputs)
     return f"{op.name}_backward({args}) -> ({rets})"
 

@@ -25,7 +25,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         f"{a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else a.name for a in attrs)
     scope = ctx.check_scope(op)
     bw = backward.plan(op)
-    outs = ["_out"] if len(op.output_names) == 1 else [f"_{n}" for n in op.output_names]
+    outs = [f"_{n}" for n in op.output_names]  # C++ variables of the outputs: _out, or _<name> for several
     kernels = [{"name": op.name, "attrs": attrs, "outs": outs, "inputs": [a.name for a in op.tensor_inputs]}]
     bw_kernel_call = ""
     if bw is not None and bw.fused:
@@ -90,8 +90,8 @@ def emit_custom(op: OpSpec, lib: Library) -> GeneratedFile:
     converted = {*c.plain, *c.optional, *c.lists}
     kernel_args = ", ".join(f"_{a.name}" if a.name in converted else a.name for a in op.schema.arguments)
     n = len(op.tensor_inputs)
-    bw_params = ", ".join([*(f"const at::Tensor& {g}" for g in custom.incoming_grads(op)), cpp.parameters(op.schema.arguments),
-                           *(f"const at::Tensor& {r}" for r in custom.results(op)), f"std::array<bool, {n}> output_mask"])
+    bw_params = ", ".join([*(f"const at::Tensor& {g}" for g in op.grad_names), cpp.parameters(op.schema.arguments),
+                           *(f"const at::Tensor& {r}" for r in op.result_names), f"std::array<bool, {n}> output_mask"])
     outputs = [{"name": name, "rule": rule, "text": str(rule), "sizes": _shape_sizes(rule, scope), "reduce": _reduce_args(rule)}
                for name, rule in zip(op.output_names, op.shapes)]
     text = render(
@@ -109,14 +109,14 @@ def emit_custom(op: OpSpec, lib: Library) -> GeneratedFile:
         dtype_list="{" + ", ".join(f"at::ScalarType::{d.scalar_type}" for d in op.dtypes) + "}",
         checks=ctx.checks(op),
         outputs=outputs,
-        outs=["_out"] if len(outputs) == 1 else [f"_{o['name']}" for o in outputs],
+        outs=[f"_{n}" for n in op.output_names],
         returns_type=cpp.returns_type(op.schema),
         out_schema=out_schema(op) if "out" in op.variants else None,
         bw_schema=custom.backward_schema(op),
         bw_params=bw_params,
-        bw_args=", ".join([*custom.incoming_grads(op), cpp.names(op.schema.arguments), *custom.results(op), "output_mask"]),
-        incoming=list(custom.incoming_grads(op)),
-        results=list(custom.results(op)),
+        bw_args=", ".join([*op.grad_names, cpp.names(op.schema.arguments), *op.result_names, "output_mask"]),
+        incoming=list(op.grad_names),
+        results=list(op.result_names),
         grads=list(custom.grad_outputs(op)),
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
