@@ -8,38 +8,42 @@ from .library import Library
 from .model import OpSpec
 from .dest import autograd_cpp, autograd_custom, autograd_reduction, docs, kernel_cpu, kernel_cuda, op_cpp, python_api, runtime, tests
 from .dest import custom
-from .dest.files import GeneratedFile
+from .dest.files import GeneratedFile, Part
 
 MANIFEST = "opgen-manifest.json"
 
 
-def op_files(op: OpSpec, lib: Library) -> list[GeneratedFile]:
-    """The files of one op; they depend on the op and the library's settings, not on other ops."""
-    files = [op_cpp.emit(op, lib)]
+def op_files(op: OpSpec, lib: Library) -> list[GeneratedFile | Part]:
+    """The files of one op, and its parts of library-wide files; they depend on the op and the
+    library's settings, not on other ops."""
+    autograd = (autograd_reduction if op.is_reduction else autograd_custom if op.is_custom else autograd_cpp).emit(op, lib)
+    files = [op_cpp.emit(op, lib, autograd)]
     if op.is_custom:
         files.append(op_cpp.emit_kernel_header(op, lib))
     else:
         files.append(kernel_cpu.emit(op, lib))
         files.append(kernel_cuda.emit(op, lib))
-    autograd = (autograd_reduction if op.is_reduction else autograd_custom if op.is_custom else autograd_cpp).emit(op, lib)
-    if autograd is not None:
-        files.append(autograd)
     files += python_api.emit_op(op, lib)
     files.append(docs.emit_op(op, lib))
     files.append(tests.emit_op(op, lib, lib.output))
     return files
 
 
-def generate_files(lib: Library, per_op: dict[str, list[GeneratedFile]] | None = None) -> dict[str, str]:
+def generate_files(lib: Library, per_op: dict[str, list[GeneratedFile | Part]] | None = None) -> dict[str, str]:
     """Every generated file by path (relative to the output folder), manifest included.
-    ``per_op`` holds ops' files emitted elsewhere (by worker processes)."""
+    ``per_op`` holds ops' output emitted elsewhere (by worker processes)."""
     files: list[GeneratedFile] = []
+    sections: dict[str, list[str]] = {}  # the ops' parts of library-wide files, by template
+    for op in lib.ops:
+        for item in per_op[op.name] if per_op is not None else op_files(op, lib):
+            if isinstance(item, Part):
+                sections.setdefault(item.template, []).append(item.text)
+            else:
+                files.append(item)
     files += runtime.emit(lib)
-    files += python_api.emit_package(lib)
+    files += python_api.emit_package(lib, sections)
     files.append(docs.emit_index(lib))
     files.append(tests.emit_conftest(lib))
-    for op in lib.ops:
-        files += per_op[op.name] if per_op is not None else op_files(op, lib)
     out = {f.path: f.content for f in files}
     assert len(out) == len(files), "two emitters produced the same path"
     manifest = {

@@ -1,4 +1,4 @@
-"""Helpers of generated float64 references for reductions (imported by generated/python/<ns>/_references)."""
+"""Helpers of generated float64 references for reductions (imported by generated/python/<ns>/_references.py)."""
 
 from __future__ import annotations
 

@@ -172,7 +172,7 @@ def _invalid_extras(op: OpSpec, name: str) -> list[Any]:
 
 
 def reference_fn(namespace: str, op: OpSpec):
-    return importlib.import_module(f"{namespace}._references.{op.name}").reference
+    return getattr(importlib.import_module(f"{namespace}._references"), f"{op.name}_reference")
 
 
 def input_range(op: OpSpec, name: str) -> tuple[float, float]:

@@ -164,9 +164,7 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path],
             if target.parent not in folders:
                 target.parent.mkdir(parents=True, exist_ok=True)
                 folders.add(target.parent)
-            with open(target, "x", encoding="utf-8", newline="\n") as fh:
-                placed.append(target)
-                fh.write(content)
+            _create(target, content, placed)
     except BaseException:
         for target in placed:
             target.unlink(missing_ok=True)
@@ -179,6 +177,19 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path],
         backup.unlink(missing_ok=True)
     for target in removed:
         _prune_empty(out_dir, target.parent)
+
+
+def _create(path: Path, content: str, placed: list[Path]) -> None:
+    """Writes a file that must not exist yet, noting it in ``placed`` once it does. Plain os calls:
+    a text-mode open() costs several more system calls per file, which add up over thousands."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+    placed.append(path)
+    try:
+        data = memoryview(content.encode("utf-8"))
+        while data:
+            data = data[os.write(fd, data):]
+    finally:
+        os.close(fd)
 
 
 def _write_journal(out_dir: Path, entries: dict) -> None:

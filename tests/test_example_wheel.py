@@ -33,7 +33,7 @@ def test_example_project_builds_a_wheel_that_works_installed(tmp_path):
     assert "linux" in wheel.name, wheel.name  # a platform wheel: it carries a compiled library
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"exampleops/__init__.py", "exampleops/__init__.pyi", "exampleops/py.typed", "exampleops/libexampleops.so",
-            "exampleops/_ops/swish.py"} <= names, sorted(names)
+            "exampleops/_ops.py", "exampleops/_references.py"} <= names, sorted(names)
     site = tmp_path / "site"
     subprocess.run([*pip, "install", "--no-deps", "--target", str(site), str(wheel)], check=True, capture_output=True)
     shutil.rmtree(project)  # the installed wheel must not need the project folder

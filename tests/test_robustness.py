@@ -53,11 +53,11 @@ def generate_with_doc(tmp_path, text: str) -> Path:
 def test_hostile_doc_is_escaped_for_every_target(tmp_path):
     out = generate_with_doc(tmp_path, HOSTILE_DOC)
     # Python: the module parses and its docstring holds the text exactly
-    module = ast.parse((out / "python/robust/_ops/relu.py").read_text())
-    fn = next(n for n in module.body if isinstance(n, ast.FunctionDef))
+    module = ast.parse((out / "python/robust/_ops.py").read_text())
+    fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "relu")
     assert ast.get_docstring(fn).startswith(HOSTILE_DOC)
     # C++: the text appears only inside // comments that do not continue onto the next line
-    for rel in ("csrc/ops/relu.cpp", "csrc/kernels/relu_cpu.cpp", "csrc/autograd/relu.cpp"):
+    for rel in ("csrc/ops/relu.cpp", "csrc/kernels/relu_cpu.cpp"):
         for line in (out / rel).read_text().splitlines():
             if "Ends */" in line:
                 assert line.lstrip().startswith("//") and not line.endswith("\\"), line
@@ -80,8 +80,8 @@ def test_invisible_characters_are_spelled_out_in_cpp_and_escaped_in_python(tmp_p
             hidden = [c for c in source if c not in "\n\t" and unicodedata.category(c) in ("Cf", "Cc", "Zl", "Zp")]
             assert not hidden, (path, hidden)
     assert "left <U+202E> right <U+2066> isolate <U+200B> zero-width \u00e9 accent" in (out / "csrc/ops/relu.cpp").read_text()
-    module = ast.parse((out / "python/robust/_ops/relu.py").read_text())
-    fn = next(n for n in module.body if isinstance(n, ast.FunctionDef))
+    module = ast.parse((out / "python/robust/_ops.py").read_text())
+    fn = next(n for n in module.body if isinstance(n, ast.FunctionDef) and n.name == "relu")
     assert ast.get_docstring(fn).startswith(text)
 
 
@@ -175,22 +175,19 @@ def replace_then_die(src, dst):
         os.kill(os.getpid(), signal.SIGKILL)  # no handler, no finally: the harshest interruption
     return real_replace(src, dst)
 
-real_open = open
+real_create = writer._create
 
-def open_then_die(path, mode="r", *args, **kwargs):  # added files are written in place, mode "x"
-    if mode == "x":
-        calls[0] += 1
-        if calls[0] == int(sys.argv[2]):
-            fh = real_open(path, mode, *args, **kwargs)
-            fh.write("half")
-            fh.flush()
-            os.kill(os.getpid(), signal.SIGKILL)
-    return real_open(path, mode, *args, **kwargs)
+def create_then_die(path, content, placed):  # added files are written in place
+    calls[0] += 1
+    if calls[0] == int(sys.argv[2]):
+        real_create(path, content[: len(content) // 2], placed)
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real_create(path, content, placed)
 
 if sys.argv[3] == "replace":
     writer.os.replace = replace_then_die
 else:
-    writer.open = open_then_die
+    writer._create = create_then_die
 sys.exit(main(["--project", sys.argv[1], "generate"]))
 """
 

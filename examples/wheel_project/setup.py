@@ -40,7 +40,7 @@ opgen("generate")  # cheap, and the package folder must exist before setuptools 
 setup(
     cmdclass={"build_py": BuildOps},
     distclass=BinaryDistribution,
-    packages=[NS, f"{NS}._ops", f"{NS}._references"],
+    packages=[NS],
     package_dir={NS: f"generated/python/{NS}"},
     package_data={NS: ["__init__.pyi", "py.typed"]},
 )

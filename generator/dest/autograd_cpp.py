@@ -1,4 +1,5 @@
-"""csrc/autograd/<op>.cpp: the Autograd-key kernel of an op with a gradient, and its backward node."""
+"""The Autograd section of csrc/ops/<op>.cpp for an op with a gradient: the Autograd-key kernel
+and its backward node."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ..library import Library
 from ..model import OpSpec
 from ..render import render
 from . import backward
-from .files import GeneratedFile
+from .files import Part
 
 TEMPLATE = "csrc/autograd/op.cpp.j2"
 
@@ -22,7 +23,7 @@ def node_name(op: OpSpec) -> str:
     return "".join(p.capitalize() for p in op.name.split("_")) + "Backward"
 
 
-def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
+def emit(op: OpSpec, lib: Library) -> Part | None:
     bw = backward.plan(op)
     if bw is None:
         return None
@@ -63,7 +64,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         ),
         composite=composite,
     )
-    return GeneratedFile(f"csrc/autograd/{op.name}.cpp", text, op.path)
+    return Part(TEMPLATE, text)
 
 
 def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) -> list[dict]:

@@ -1,4 +1,5 @@
-"""csrc/autograd/<op>.cpp for an op with hand-written kernels: the Autograd-key kernel and its node."""
+"""The Autograd section of csrc/ops/<op>.cpp for an op with hand-written kernels: the
+Autograd-key kernel and its node."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from ..model import OpSpec, TENSOR_KIND, _formula_kind
 from ..render import render
 from . import custom
 from .autograd_cpp import MEMBER_TYPES, TO_MEMBER, node_name
-from .files import GeneratedFile
+from .files import Part
 
 TEMPLATE = "csrc/autograd/custom.cpp.j2"
 
 
-def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
+def emit(op: OpSpec, lib: Library) -> Part | None:
     g = op.gradient
     if g is None:
         return None
@@ -42,7 +43,6 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         op=op,
         ns=lib.namespace,
         c=c,
-        qualified=f"{lib.namespace}.{op.name}",
         node=node_name(op),
         formulas=[(n, f.text) for n, f in formulas.items()],
         differentiable=[a.name for a in op.tensor_inputs if c.backward or a.name in formulas],
@@ -62,7 +62,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         attr_value={a.name: TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in attributes},
         composite=composite,
     )
-    return GeneratedFile(f"csrc/autograd/{op.name}.cpp", text, op.path)
+    return Part(TEMPLATE, text)
 
 
 def _backward_type(op: OpSpec) -> str:

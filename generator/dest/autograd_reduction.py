@@ -1,4 +1,5 @@
-"""csrc/autograd/<op>.cpp for a reduction: the Autograd-key kernel and its backward node."""
+"""The Autograd section of csrc/ops/<op>.cpp for a reduction: the Autograd-key kernel and its
+backward node."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from ..library import Library
 from ..model import OpSpec, attribute_kind
 from ..render import render
 from .autograd_cpp import MEMBER_TYPES, TO_MEMBER, node_name
-from .files import GeneratedFile
+from .files import Part
 
 TEMPLATE = "csrc/autograd/reduction.cpp.j2"
 
@@ -20,7 +21,7 @@ def scope(op: OpSpec) -> E.Scope:
     return E.Scope(names, True, "gradient formula")
 
 
-def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
+def emit(op: OpSpec, lib: Library) -> Part | None:
     formulas = gradient_formulas(op)
     if not formulas:
         return None
@@ -38,7 +39,6 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         TEMPLATE,
         op=op,
         ns=lib.namespace,
-        qualified=f"{lib.namespace}.{op.name}",
         node=node_name(op),
         formulas=[(x_name, E.unparse(formula))],
         forward_type=f"{returns_type}({', '.join(cpp.argument_type(a.type) for a in args)})",
@@ -57,4 +57,4 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile | None:
         attr_value={a.name: TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in attributes},
         composite="" if op.has_indices else aten_expr.aten(formula, scope(op)),
     )
-    return GeneratedFile(f"csrc/autograd/{op.name}.cpp", text, op.path)
+    return Part(TEMPLATE, text)

@@ -1,4 +1,5 @@
-"""What emitters produce: a file path (relative to the output folder) and its text."""
+"""What emitters produce: files (a path relative to the output folder and its text), and parts
+of files that another emitter's template renders in."""
 
 from __future__ import annotations
 
@@ -10,3 +11,12 @@ class GeneratedFile:
     path: str  # POSIX, relative to the output folder
     content: str
     spec: str | None = None  # the spec it comes from; None for library-wide files
+
+
+@dataclass(frozen=True)
+class Part:
+    """Text that goes into a file another template renders: an op's Autograd section into
+    csrc/ops/<op>.cpp, its wrapper into python/<ns>/_ops.py. ``template`` rendered the text."""
+
+    template: str
+    text: str

@@ -1,4 +1,5 @@
-"""csrc/ops/<op>.cpp: validation, output allocation, CPU and Meta kernels, registration."""
+"""csrc/ops/<op>.cpp: validation, output allocation, CPU and Meta kernels, registration, and the
+op's Autograd section (one translation unit per op: each costs seconds to compile)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,16 @@ from ..model import OpSpec, ShapeRule
 from ..render import render
 from . import backward, custom, reduction
 from . import op_context as ctx
-from .files import GeneratedFile
+from .files import GeneratedFile, Part
 
 TEMPLATE = "csrc/ops/op.cpp.j2"
 
 
-def emit(op: OpSpec, lib: Library) -> GeneratedFile:
+def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFile:
     if op.is_reduction:
-        return emit_reduction(op, lib)
+        return emit_reduction(op, lib, autograd)
     if op.is_custom:
-        return emit_custom(op, lib)
+        return emit_custom(op, lib, autograd)
     used = set().union(*(E.names_in(e) for e in op.kernel.exprs))
     attrs = ctx.kernel_attrs(op, used)
     kernel_call = ", ".join(
@@ -37,6 +38,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         TEMPLATE,
         op=op,
         ns=lib.namespace,
+        autograd=autograd,
         qualified_name=ctx.qualified_name(lib.namespace, op),
         params=cpp.parameters(op.schema.arguments),
         args=cpp.names(op.schema.arguments),
@@ -59,13 +61,14 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
 
 
-def emit_reduction(op: OpSpec, lib: Library) -> GeneratedFile:
+def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None) -> GeneratedFile:
     r = reduction.reduction(op)
     outs = ["_values", "_indices"] if op.has_indices else ["_out"]
     text = render(
         "csrc/ops/reduction.cpp.j2",
         op=op,
         ns=lib.namespace,
+        autograd=autograd,
         qualified_name=ctx.qualified_name(lib.namespace, op),
         params=cpp.parameters(op.schema.arguments),
         args=cpp.names(op.schema.arguments),
@@ -84,7 +87,7 @@ def emit_reduction(op: OpSpec, lib: Library) -> GeneratedFile:
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
 
 
-def emit_custom(op: OpSpec, lib: Library) -> GeneratedFile:
+def emit_custom(op: OpSpec, lib: Library, autograd: Part | None) -> GeneratedFile:
     c = custom.custom(op)
     scope = ctx.check_scope(op)
     converted = {*c.plain, *c.optional, *c.lists}
@@ -98,6 +101,7 @@ def emit_custom(op: OpSpec, lib: Library) -> GeneratedFile:
         "csrc/ops/custom.cpp.j2",
         op=op,
         ns=lib.namespace,
+        autograd=autograd,
         c=c,
         first=c.plain[0] if c.plain else f"{op.shape.tensors[0]}[0]",
         same_list=op.shape.tensors[0] if op.shape.kind == "same" and op.shape.tensors[0] in c.lists else "",

@@ -1,4 +1,5 @@
-"""python/<ns>/: the typed package, one wrapper module and one reference module per op."""
+"""python/<ns>/: the typed package: the wrappers of every op in _ops.py, their float64 references
+in _references.py (each op renders its own section of both), stubs, vmap/DTensor rules."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from ..library import Library
 from ..model import OpSpec, ReduceKernel
 from ..render import render
 from . import backward, reduction
-from .files import GeneratedFile
+from .files import GeneratedFile, Part
 from .op_context import kernel_scope
 
 
@@ -26,7 +27,12 @@ class Stub:
     returns: str
 
 
-def emit_package(lib: Library) -> list[GeneratedFile]:
+WRAPPER = "python/_ops/op.py.j2"
+REFERENCE = "python/_references/op.py.j2"
+
+
+def emit_package(lib: Library, sections: dict[str, list[str]]) -> list[GeneratedFile]:
+    """The package's files; ``sections`` holds the ops' parts of them by template, in op order."""
     base = f"python/{lib.namespace}"
     stubs = []
     for op in lib.ops:
@@ -42,8 +48,8 @@ def emit_package(lib: Library) -> list[GeneratedFile]:
                                                   backwards={p.name: len(p.inputs) for p in map(backward.plan, broadcasting) if p})),
         GeneratedFile(f"{base}/_library.py", render("python/_library.py.j2", ns=lib.namespace,
                                                     library_file=library_file(lib), build_dir=lib.build_dir_from_python)),
-        GeneratedFile(f"{base}/_ops/__init__.py", render("python/_ops/__init__.py.j2", ns=lib.namespace)),
-        GeneratedFile(f"{base}/_references/__init__.py", render("python/_references/__init__.py.j2", ns=lib.namespace)),
+        GeneratedFile(f"{base}/_ops.py", render("python/_ops.py.j2", ns=lib.namespace, sections=sections.get(WRAPPER, []))),
+        GeneratedFile(f"{base}/_references.py", render("python/_references.py.j2", sections=sections.get(REFERENCE, []))),
     ]
 
 
@@ -114,10 +120,10 @@ def reduction_reference(op: OpSpec) -> str:
     return f"(lambda acc: {python.reference(k.post, scope)})({value})"
 
 
-def emit_op(op: OpSpec, lib: Library) -> list[GeneratedFile]:
-    base = f"python/{lib.namespace}"
+def emit_op(op: OpSpec, lib: Library) -> list[Part]:
+    """The op's wrapper (in _ops.py) and reference (in _references.py)."""
     params = python.parameters(op.schema.arguments)
-    wrapper = render("python/_ops/op.py.j2", op=op, ns=lib.namespace, params=wrapper_parameters(op),
+    wrapper = render(WRAPPER, op=op, params=wrapper_parameters(op),
                      has_out=has_out(op), returns=returns_annotation(op), inplace=inplace(op),
                      call=python.call_arguments(op.schema.arguments), docstring=docstring(op))
     if op.reference is not None:
@@ -130,8 +136,5 @@ def emit_op(op: OpSpec, lib: Library) -> list[GeneratedFile]:
             sizes = "".join(f"{python.size(e)}, " for e in op.shape.sizes)
             expressions = [f"torch.broadcast_to(torch.as_tensor({e}, dtype=torch.float64), ({sizes}))" for e in expressions]
         expression = expressions[0] if len(expressions) == 1 else f"({', '.join(expressions)})"
-    ref = render("python/_references/op.py.j2", op=op, params=params.replace(": Tensor", ": torch.Tensor"), expression=expression)
-    return [
-        GeneratedFile(f"{base}/_ops/{op.name}.py", wrapper, op.path),
-        GeneratedFile(f"{base}/_references/{op.name}.py", ref, op.path),
-    ]
+    ref = render(REFERENCE, op=op, params=params.replace(": Tensor", ": torch.Tensor"), expression=expression)
+    return [Part(WRAPPER, wrapper), Part(REFERENCE, ref)]

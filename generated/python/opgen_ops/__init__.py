@@ -10,25 +10,29 @@ from ._library import load_library, ops
 
 load_library()
 
-from ._ops.abs_max import abs_max
-from ._ops.add import add, add_
-from ._ops.add_n import add_n
-from ._ops.clamp import clamp
-from ._ops.gelu import gelu
-from ._ops.isclose import isclose
-from ._ops.l2_norm import l2_norm
-from ._ops.layer_norm import layer_norm
-from ._ops.linear import linear
-from ._ops.logsumexp import logsumexp
-from ._ops.max import max
-from ._ops.relu import relu, relu_
-from ._ops.rms import rms
-from ._ops.rms_norm import rms_norm
-from ._ops.sigmoid import sigmoid
-from ._ops.softplus import softplus
-from ._ops.sum_squares import sum_squares
-from ._ops.to_cartesian import to_cartesian
-from ._ops.weighted_sum import weighted_sum
+from ._ops import (
+    abs_max,
+    add,
+    add_,
+    add_n,
+    clamp,
+    gelu,
+    isclose,
+    l2_norm,
+    layer_norm,
+    linear,
+    logsumexp,
+    max,
+    relu,
+    relu_,
+    rms,
+    rms_norm,
+    sigmoid,
+    softplus,
+    sum_squares,
+    to_cartesian,
+    weighted_sum,
+)
 
 __all__ = [
     "load_library",

@@ -10,15 +10,17 @@ from ._library import load_library, ops
 
 load_library()
 
-from ._ops.clamp import clamp
-from ._ops.gelu import gelu
-from ._ops.isclose import isclose
-from ._ops.l2_norm import l2_norm
-from ._ops.linear import linear
-from ._ops.max import max
-from ._ops.scale_rows import scale_rows
-from ._ops.sincos import sincos
-from ._ops.weighted_sum import weighted_sum
+from ._ops import (
+    clamp,
+    gelu,
+    isclose,
+    l2_norm,
+    linear,
+    max,
+    scale_rows,
+    sincos,
+    weighted_sum,
+)
 
 __all__ = [
     "load_library",
