@@ -2,6 +2,7 @@
 
 Layout of the build folder:
     build.ninja                 written here; ninja does the incremental work
+    torch-flags.json            torch's compiler and linker flags, kept while the same torch is installed
     pch/<CAP>/opgen_pch.h.gch   the precompiled header, one per CPU capability
     obj/<CAP>/...               object files
     lib<namespace>.so           the extension that `opgen.load()` loads
@@ -14,6 +15,7 @@ with -DOPGEN_WITH_CUDA (which registers the CUDA dispatch key) and every .cu wit
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -79,12 +81,28 @@ def _cuda_home() -> Path:
     return Path(_nvcc()).resolve().parent.parent
 
 
+def _torch_dir() -> Path:
+    """The installed torch package, found without importing it."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or spec.origin is None:
+        raise OpgenError("torch is not installed in this environment; pip install torch")
+    return Path(spec.origin).parent
+
+
+def torch_version() -> tuple[str, str | None]:
+    """torch's version and its CUDA version (None for a CPU build), read from torch/version.py:
+    importing torch takes seconds, longer than a build with nothing to do."""
+    values: dict[str, object] = {}
+    exec(compile((_torch_dir() / "version.py").read_text(encoding="utf-8"), "torch/version.py", "exec"), values)
+    cuda = values.get("cuda")
+    return str(values["__version__"]), str(cuda) if cuda else None
+
+
 def cuda_unavailable() -> str | None:
     """Why the CUDA kernels cannot be built here, or None when they can."""
-    import torch
-
-    if torch.version.cuda is None:
-        return (f"torch {torch.__version__} is a CPU build; the CUDA kernels compile against a CUDA build "
+    version, cuda = torch_version()
+    if cuda is None:
+        return (f"torch {version} is a CPU build; the CUDA kernels compile against a CUDA build "
                 "of torch (e.g. torch==2.14.1)")
     if _nvcc() is None:
         return "nvcc not found (set CUDA_HOME or put nvcc on PATH)"
@@ -121,7 +139,25 @@ def _compiler() -> list[str]:
     return cxx
 
 
-def _torch_flags(cuda: bool = False) -> tuple[list[str], list[str]]:
+def _torch_flags(cuda: bool, cache: Path) -> tuple[list[str], list[str]]:
+    """Compiler and linker flags for torch, kept in ``cache`` for as long as the same torch is
+    installed: asking torch means importing it."""
+    version = _torch_dir() / "version.py"
+    stat = version.stat()
+    key = [sys.executable, str(version), stat.st_mtime_ns, stat.st_size, cuda, os.environ.get("CUDA_HOME", ""),
+           _nvcc() if cuda else None]
+    try:
+        data = json.loads(cache.read_text(encoding="utf-8"))
+        if data["key"] == key:
+            return list(data["cflags"]), list(data["ldflags"])
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    cflags, ldflags = _ask_torch_for_flags(cuda)
+    _write_if_changed(cache, json.dumps({"key": key, "cflags": cflags, "ldflags": ldflags}, indent=1) + "\n")
+    return cflags, ldflags
+
+
+def _ask_torch_for_flags(cuda: bool) -> tuple[list[str], list[str]]:
     if cuda:
         # torch.utils.cpp_extension guesses CUDA_HOME from `which nvcc` (and warns) unless told
         os.environ.setdefault("CUDA_HOME", str(_cuda_home()))
@@ -143,10 +179,8 @@ def _torch_flags(cuda: bool = False) -> tuple[list[str], list[str]]:
 def _cuda_include_flags() -> list[str]:
     """CUDA's headers, plus those of the pip `nvidia` wheels installed with torch: ATen's CUDA
     headers include cuBLAS and cuSPARSE ones that a bare toolkit may lack."""
-    import torch
-
     flags = [f"-isystem{_cuda_home() / 'include'}"]
-    nvidia = Path(torch.__file__).parent.parent / "nvidia"
+    nvidia = _torch_dir().parent / "nvidia"
     flags += [f"-isystem{p}" for p in sorted(nvidia.glob("cu*/include"))]
     return flags
 
@@ -187,7 +221,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     build = variant_dir(config, debug=debug, sanitize=sanitize, cuda=cuda)
     build.mkdir(parents=True, exist_ok=True)
     csrc = (config.output_dir / "csrc").resolve()
-    torch_cflags, ldflags = _torch_flags(cuda)
+    torch_cflags, ldflags = _torch_flags(cuda, build / "torch-flags.json")
     opt = ["-O0", "-g"] if debug else (["-O1", "-g"] if sanitize else ["-O3", "-DNDEBUG"])
     # torch itself is not built with UBSan, so its RTTI can't back the vptr check
     san = [f"-fsanitize={sanitize}", "-fno-sanitize=vptr", "-fno-omit-frame-pointer"] if sanitize else []
@@ -219,20 +253,20 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
         n.rule("nvcc", "$nvcc $nvcc_flags -MD -MF $out.d -c $in -o $out", depfile="$out.d", deps="gcc",
                description="NVCC $label")
 
-    # One precompiled header per (capability, header): kernels per capability; op definitions
-    # with the light runtime header; autograd wrappers with the heavier autograd header.
-    pch: dict[tuple[str, str], tuple[str, str]] = {}
+    # One precompiled header per capability, for every translation unit. It holds the autograd
+    # headers too: that makes it only ~7% larger than without them, and one fewer to build.
+    pch: dict[str, tuple[str, str]] = {}
 
-    def precompiled(cap: str, header_name: str) -> tuple[str, str]:
-        if (cap, header_name) not in pch:
-            folder = build / "pch" / cap / Path(header_name).stem
+    def precompiled(cap: str) -> tuple[str, str]:
+        if cap not in pch:
+            folder = build / "pch" / cap
             folder.mkdir(parents=True, exist_ok=True)
-            header = folder / header_name
-            _write_if_changed(header, f'#include "{csrc / header_name}"\n')
+            header = folder / "opgen_pch.h"
+            _write_if_changed(header, f'#include "{csrc / "opgen_pch.h"}"\n')
             gch = f"{header}.gch"
             n.build(gch, "pch", str(header), variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap})
-            pch[(cap, header_name)] = (str(header), gch)
-        return pch[(cap, header_name)]
+            pch[cap] = (str(header), gch)
+        return pch[cap]
 
     objects: list[str] = []
     for src in _sources(config, cuda):
@@ -244,9 +278,8 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
             objects.append(obj)
             continue
         kind = src.split("/")[1] if src.startswith("csrc/") and src.count("/") >= 2 else "library"
-        header_name = "opgen_autograd.h" if kind == "autograd" else "opgen_pch.h"
         for cap in caps if kind == "kernels" else ["DEFAULT"]:
-            header, gch = precompiled(cap, header_name)
+            header, gch = precompiled(cap)
             obj = str(build / "obj" / cap / (src + ".o"))
             n.build(obj, "cxx", str(path), implicit=[gch],
                     variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap, "pch_header": header,
