@@ -346,9 +346,12 @@ def _need_numeric(e: Expr, kind: str, what: str) -> None:
 
 
 def walk(e: Expr):
-    yield e
-    for child in children(e):
-        yield from walk(child)
+    """Every node of ``e``, parents before children, left to right."""
+    stack = [e]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))
 
 
 def children(e: Expr) -> tuple[Expr, ...]:

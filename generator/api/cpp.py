@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 from ..schema import Argument, FunctionSchema, Type
@@ -37,8 +38,14 @@ def names(args: tuple[Argument, ...]) -> str:
     return ", ".join(a.name for a in args)
 
 
+_PRINTABLE = re.compile(r"[ -~]*\Z")  # printable ASCII
+_LITERAL_SAFE = re.compile("[" + re.escape("".join(c for c in map(chr, range(0x20, 0x7F)) if c not in '"\\?')) + r"]*\Z")
+
+
 def string_literal(text: str) -> str:
     """A C++ string literal holding exactly ``text`` (printable ASCII kept, the rest escaped)."""
+    if _LITERAL_SAFE.match(text):
+        return f'"{text}"'
     out = []
     for ch in text:
         if ch in '"\\':
@@ -58,8 +65,9 @@ def comment(text: str) -> str:
     format characters (bidirectional overrides, zero-width marks) spelled out as ``<U+202E>``:
     compilers reject unpaired bidi controls (-Wbidi-chars) and readers can't see them."""
     line = " ".join(text.split())
-    line = "".join(c if " " <= c <= "~" or (ord(c) > 127 and not invisible(c)) else (f"<U+{ord(c):04X}>" if invisible(c) else " ")
-                   for c in line)
+    if not _PRINTABLE.match(line):
+        line = "".join(c if " " <= c <= "~" or (ord(c) > 127 and not invisible(c)) else (f"<U+{ord(c):04X}>" if invisible(c) else " ")
+                       for c in line)
     while line.endswith("\\"):
         line = line[:-1] + "(backslash)"
     return line

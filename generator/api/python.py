@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from .. import expr as E
 from . import cpp
 from ..functions import FUNCTIONS
@@ -60,10 +62,14 @@ def literal(value) -> str:
     raise TypeError(f"no Python literal for {type(value).__name__}")
 
 
+_PLAIN = re.compile(r"[\t\n -~]*\Z")  # printable ASCII, tabs and newlines: nothing is invisible
+
+
 def docstring(text: str) -> str:
     """A triple-quoted Python literal holding ``text``."""
     body = text.replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
-    body = "".join(f"\\u{ord(c):04x}" if cpp.invisible(c) and ord(c) <= 0xFFFF else c for c in body)  # escaped, not hidden
+    if not _PLAIN.match(body):
+        body = "".join(f"\\u{ord(c):04x}" if cpp.invisible(c) and ord(c) <= 0xFFFF else c for c in body)  # escaped, not hidden
     if body.endswith('"'):
         body = body[:-1] + '\\"'
     return '"""' + body + '"""'
