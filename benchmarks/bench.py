@@ -1,7 +1,9 @@
-"""Side-by-side timings of generated ops: kernels (forward, backward) and call overhead.
+"""Side-by-side timings of generated ops: kernels (forward, backward) and call overhead, then
+the generator (benchmarks/generator_speed.py) and the build (benchmarks/build_speed.py).
 
-    .venv/bin/python benchmarks/bench.py            # full run, writes benchmarks/results/*.csv
-    .venv/bin/python benchmarks/bench.py --quick    # a smoke run: small sizes, no torch.compile
+    .venv/bin/python benchmarks/bench.py               # everything (~15 min), writes benchmarks/results/
+    .venv/bin/python benchmarks/bench.py --skip-build  # without the 6-minute build section
+    .venv/bin/python benchmarks/bench.py --quick       # a smoke run: small sizes, no torch.compile, kernels only
 
 Every row compares methods measured in the same process, one after another, with
 torch.utils.benchmark (medians over repeated blocks, warm-up excluded). Ratios are steadier
@@ -158,6 +160,7 @@ def write_csv(path: Path, rows):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true", help="small sizes, no torch.compile, short timings (CI smoke)")
+    p.add_argument("--skip-build", action="store_true", help="leave out the build section (minutes)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = p.parse_args(argv)
     sizes = [1e3, 1e5] if args.quick else [1e3, 1e5, 1e6, 1e7]
@@ -175,6 +178,16 @@ def main(argv=None) -> int:
         write_csv(Path(args.out) / "overhead.csv", overhead)
         plot(Path(args.out) / "kernels.png", [r for r in kernels if r["dtype"] == "float32"])
         print(f"wrote {args.out}/kernels.csv, overhead.csv and kernels.png")
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        import generator_speed
+
+        print("generator (seconds, whole processes):")
+        generator_speed.main()
+        if not args.skip_build:
+            import build_speed
+
+            print("build of the shipped library:")
+            build_speed.main()
     return 0
 
 

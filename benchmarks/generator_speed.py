@@ -1,7 +1,7 @@
 """Time `opgen generate` and `opgen check` on 100 and 1,000 synthetic specs, and torchgen's
 parse of native_functions.yaml (shipped with torch) per op, in one run. "render" is parsing and
 rendering in memory (workers included, file writes excluded): on a disk where creating a file
-costs 0.05-0.4 ms, writing the 8 files of each op can cost more than making them.
+costs 0.05-0.4 ms, writing the (at most) 5 files of each op can cost as much as making them.
 
     .venv/bin/python benchmarks/generator_speed.py
 """
@@ -27,12 +27,13 @@ def make_project(folder: Path, n: int) -> None:
 
 
 RENDER = """
-import sys, time
+import os, sys, time
 start = time.perf_counter()
 from opgen.config import load_config
 from opgen.pipeline import load_and_generate
 load_and_generate(load_config(sys.argv[1]))
-print(time.perf_counter() - start)
+print(time.perf_counter() - start, flush=True)
+os._exit(0)  # as the opgen command does: no interpreter teardown
 """
 
 
