@@ -192,6 +192,34 @@ def test_console_script_runs_without_traceback(project):
     assert "Traceback" not in proc.stderr
 
 
+def test_console_script_output_to_a_closed_pipe_exits_1_without_traceback(project):
+    run(project, "generate")
+    spec = project / "specs/relu.yaml"
+    spec.write_text(spec.read_text().replace("maximum(x, 0)", "maximum(0, x)"))  # check now prints a diff
+    proc = subprocess.Popen([sys.executable, "-m", "opgen", "--project", str(project), "check"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before the diff is written, as with `| head -0`
+    _, err = proc.communicate()
+    assert proc.returncode == 1
+    assert b"Traceback" not in err
+
+
+def test_generation_leaves_the_garbage_collector_as_it_found_it(project):
+    import gc
+
+    from opgen.config import load_config
+    from opgen.pipeline import load_and_generate
+
+    for enabled in (True, False):
+        (gc.enable if enabled else gc.disable)()
+        try:
+            load_and_generate(load_config(project))
+            assert gc.isenabled() is enabled
+        finally:
+            gc.unfreeze()
+            gc.enable()
+
+
 def test_github_error_format_annotates_the_spec_line(project, capsys):
     (project / "specs/relu.yaml").write_text("signature: relu(Tensor x) -> Tensor\ndtypes: [flaoting]\nshape: same(x)\nkernel: {pointwise: x}\n")
     assert main(["--project", str(project), "--error-format", "github", "generate"]) == 2
@@ -216,3 +244,30 @@ def test_a_library_older_than_generated_sources_is_stale(project):
     assert is_stale(config, lib)
     os.utime(lib, None)
     assert not is_stale(config, lib)
+
+
+def test_torch_version_is_read_without_importing_torch():
+    import torch
+
+    from opgen.build import torch_version
+
+    assert torch_version() == (torch.__version__, torch.version.cuda)
+
+
+def test_torch_flags_are_kept_until_another_torch_is_installed(tmp_path, monkeypatch):
+    import json
+
+    from opgen import build
+
+    cache = tmp_path / "torch-flags.json"
+    flags = build._torch_flags(False, cache)
+    assert any(f.startswith("-isystem") and f.endswith("/include") for f in flags[0]) and "-ltorch" in flags[1]
+    asked: list[bool] = []
+    monkeypatch.setattr(build, "_ask_torch_for_flags", lambda cuda: (asked.append(cuda), (["-DOTHER"], ["-lother"]))[1])
+    assert build._torch_flags(False, cache) == flags and asked == []  # same torch: torch is not asked
+    data = json.loads(cache.read_text())
+    data["key"][2] += 1  # torch/version.py changed: another torch
+    cache.write_text(json.dumps(data))
+    assert build._torch_flags(False, cache) == (["-DOTHER"], ["-lother"]) and asked == [False]
+    cache.write_text("{not json")
+    assert build._torch_flags(False, cache) == (["-DOTHER"], ["-lother"]) and asked == [False, False]
