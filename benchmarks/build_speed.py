@@ -5,16 +5,20 @@ do, and after editing one spec; seconds per translation unit from ninja's log.
 
 The edit changes softplus's kernel expression, so that op's translation units (its op file and
 its kernel, once per CPU capability) are rebuilt and nothing else. ccache is turned off, so
-"from scratch" means compiling.
+"from scratch" means compiling. Last, one at a time with nothing else running: softplus's op
+file and its AVX2 kernel with the build's own command lines, and the same flags on a file that
+only includes <torch/extension.h> (what a hand-written extension starts from), for the ratio.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -48,6 +52,48 @@ def _unit_seconds(project: Path) -> dict[str, float]:
     return steps
 
 
+def _alone(project: Path, obj: str) -> float:
+    """Seconds to compile one object of the build with its own command line, nothing else running."""
+    ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
+    build = project / "build"
+    cmd = subprocess.run([ninja, "-f", str(build / "build.ninja"), "-t", "commands", str(build / obj)],
+                         capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    seconds, _ = _timed(["sh", "-c", cmd], project)
+    return seconds
+
+
+def _extension_h_alone(project: Path, obj: str) -> float:
+    """The same command line as ``obj``'s, on a file that only includes <torch/extension.h>."""
+    ninja = shutil.which("ninja") or str(Path(sys.executable).parent / "ninja")
+    build = project / "build"
+    cmd = shlex.split(subprocess.run([ninja, "-f", str(build / "build.ninja"), "-t", "commands", str(build / obj)],
+                                     capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+    source = project / "extension_h.cpp"
+    source.write_text("#include <torch/extension.h>\n")
+    out: list[str] = []
+    skip = 0
+    for i, arg in enumerate(cmd):
+        if skip:
+            skip -= 1
+        elif arg == "-include":  # the precompiled header
+            skip = 1
+        elif arg in ("-MMD",):
+            continue
+        elif arg == "-MF":
+            skip = 1
+        elif arg == "-c":
+            out += ["-c", str(source)]
+            skip = 1
+        elif arg == "-o":
+            out += ["-o", str(project / "extension_h.o")]
+            skip = 1
+        else:
+            out.append(arg)
+    out.append(f"-isystem{sysconfig.get_paths()['include']}")  # torch/extension.h includes Python.h
+    seconds, _ = _timed(out, project)
+    return seconds
+
+
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         project = Path(tmp) / "proj"
@@ -61,16 +107,23 @@ def main() -> int:
         _timed([*OPGEN, "generate"], project)
         edited, out = _timed([*OPGEN, "build"], project)
         rebuilt = out.strip().splitlines()[-1]
+        op_unit = _alone(project, "obj/DEFAULT/csrc/ops/softplus.cpp.o")
+        kernel_unit = _alone(project, "obj/AVX2/csrc/kernels/softplus_cpu.cpp.o")
+        extension_h = _extension_h_alone(project, "obj/DEFAULT/csrc/ops/softplus.cpp.o")
     units = {k: v for k, v in steps.items() if k.endswith(".o")}
     pch = {k: v for k, v in steps.items() if k.endswith(".gch")}
     print(f"{'build':<34} {'seconds':>8}")
     print(f"{'from scratch':<34} {scratch:>8.1f}   ({len(units)} translation units, {len(pch)} precompiled headers, 2 jobs)")
     print(f"{'nothing to do':<34} {noop:>8.2f}")
-    print(f"{'after editing specs/softplus.yaml':<34} {edited:>8.1f}   ({rebuilt.split(' built ')[-1] if ' built ' in rebuilt else rebuilt})")
+    steps_run = rebuilt.split(" built ")[-1].split(" in ")[0] if " built " in rebuilt else rebuilt
+    print(f"{'after editing specs/softplus.yaml':<34} {edited:>8.1f}   {steps_run}")
     if units:
         values = sorted(units.values())
         print(f"per translation unit: median {statistics.median(values):.1f} s, max {values[-1]:.1f} s; "
               f"per precompiled header: {', '.join(f'{v:.1f}' for v in pch.values())} s (each step's own time, two running at once)")
+    print(f"one at a time: softplus op file {op_unit:.1f} s, its AVX2 kernel {kernel_unit:.1f} s, "
+          f"a file including only <torch/extension.h> {extension_h:.1f} s "
+          f"(ratios {op_unit / extension_h:.2f}, {kernel_unit / extension_h:.2f})")
     return 0
 
 
