@@ -36,19 +36,28 @@ def workers(n_specs: int) -> int:
     return max(1, min(len(os.sched_getaffinity(0)), n_specs // MIN_SPECS_PER_WORKER))
 
 
+_froze = False  # whether objects are frozen because the last generation froze them
+
+
 @contextlib.contextmanager
 def _without_gc():
     """Generation makes millions of small objects and few cycles; the cyclic collector's passes
     over them cost about a third of the time, and reference counting frees nearly everything
     anyway. What it made is frozen afterwards, or the first collection would walk all of it once
-    (0.4 s for 1,000 specs); unfrozen first, so that a watch's earlier runs stay collectable."""
+    (0.4 s for 1,000 specs), and unfrozen at the next run, so that a watch's earlier runs stay
+    collectable. A process that froze objects itself keeps them as they are."""
+    global _froze
+    if _froze:
+        gc.unfreeze()
+        _froze = False
     enabled = gc.isenabled()
-    gc.unfreeze()
     gc.disable()
     try:
         yield
     finally:
-        gc.freeze()
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
+            _froze = True
         if enabled:
             gc.enable()
 

@@ -204,20 +204,35 @@ def test_console_script_output_to_a_closed_pipe_exits_1_without_traceback(projec
     assert b"Traceback" not in err
 
 
-def test_generation_leaves_the_garbage_collector_as_it_found_it(project):
+def test_generation_leaves_the_garbage_collector_as_it_found_it(project, monkeypatch):
     import gc
 
+    from opgen import pipeline
     from opgen.config import load_config
-    from opgen.pipeline import load_and_generate
 
-    for enabled in (True, False):
-        (gc.enable if enabled else gc.disable)()
-        try:
-            load_and_generate(load_config(project))
+    calls: list[str] = []
+    monkeypatch.setattr(gc, "freeze", lambda real=gc.freeze: (calls.append("freeze"), real())[1])
+    monkeypatch.setattr(gc, "unfreeze", lambda real=gc.unfreeze: (calls.append("unfreeze"), real())[1])
+    gc.unfreeze()
+    monkeypatch.setattr(pipeline, "_froze", False)
+    calls.clear()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            pipeline.load_and_generate(load_config(project))
             assert gc.isenabled() is enabled
-        finally:
-            gc.unfreeze()
-            gc.enable()
+        # frozen after each run, the previous run's objects unfrozen first so they stay collectable
+        assert calls == ["freeze", "unfreeze", "freeze"]
+        gc.unfreeze()
+        monkeypatch.setattr(pipeline, "_froze", False)
+        gc.freeze()  # a process that froze objects itself: generation leaves them frozen, freezes nothing
+        calls.clear()
+        pipeline.load_and_generate(load_config(project))
+        pipeline.load_and_generate(load_config(project))
+        assert calls == []
+    finally:
+        gc.unfreeze()
+        gc.enable()
 
 
 def test_github_error_format_annotates_the_spec_line(project, capsys):
