@@ -70,7 +70,9 @@ def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float
     return rows
 
 
-def overhead_rows(min_run_time: float):
+def overhead_cases() -> dict:
+    """The ways to compute `w * a + b` on 8 floats that the overhead rows compare: by name, a call
+    without grad and one with. Registers a Python custom_op: call once per process."""
     a, b = torch.randn(8), torch.randn(8)
     ag, bg = a.clone().requires_grad_(), b.clone().requires_grad_()
 
@@ -98,6 +100,11 @@ def overhead_rows(min_run_time: float):
         "typed API (generated)": (lambda: opgen_ops.weighted_sum(a, b, weight=0.5), lambda: opgen_ops.weighted_sum(ag, bg, weight=0.5)),
         "Python custom_op": (lambda: py_weighted_sum(a, b, 0.5), lambda: py_weighted_sum(ag, bg, 0.5)),
     }
+    return cases
+
+
+def overhead_rows(min_run_time: float):
+    cases = overhead_cases()
     rows = []
     for name, (plain, with_grad) in cases.items():
         row = {"method": name, "no_grad_us": median_us(plain, min_run_time), "requires_grad_us": median_us(with_grad, min_run_time)}

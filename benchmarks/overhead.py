@@ -10,44 +10,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import torch
 from torch.utils import benchmark
 
-import opgen
-
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import overhead_cases  # noqa: E402  (loads the built library)
 
 
 def main(rounds: int = 11) -> int:
-    ops = opgen.load(ROOT)
-    sys.path.insert(0, str(ROOT / "generated" / "python"))
-    import opgen_ops
-
-    a, b = torch.randn(8), torch.randn(8)
-    ag, bg = a.clone().requires_grad_(), b.clone().requires_grad_()
-
-    @torch.library.custom_op("opgen_overhead::weighted_sum", mutates_args=())
-    def py_weighted_sum(a: torch.Tensor, b: torch.Tensor, weight: float) -> torch.Tensor:
-        return torch.add(b, a, alpha=weight)
-
-    @py_weighted_sum.register_fake
-    def _(a, b, weight):
-        return torch.empty_like(a)
-
-    def backward(ctx, grad):
-        return grad * ctx.weight, grad, None
-
-    def setup_context(ctx, inputs, output):
-        ctx.weight = inputs[2]
-
-    py_weighted_sum.register_autograd(backward, setup_context=setup_context)
-    cases = {
-        "torch.add(b, a, alpha=w)": (lambda: torch.add(b, a, alpha=0.5), lambda: torch.add(bg, ag, alpha=0.5)),
-        "torch.ops (generated)": (lambda: ops.weighted_sum(a, b, weight=0.5), lambda: ops.weighted_sum(ag, bg, weight=0.5)),
-        "typed API (generated)": (lambda: opgen_ops.weighted_sum(a, b, weight=0.5),
-                                  lambda: opgen_ops.weighted_sum(ag, bg, weight=0.5)),
-        "Python custom_op": (lambda: py_weighted_sum(a, b, 0.5), lambda: py_weighted_sum(ag, bg, 0.5)),
-    }
+    cases = overhead_cases()
     times: dict[tuple[str, bool], list[float]] = {(name, grad): [] for name in cases for grad in (False, True)}
     for _ in range(rounds):
         for name, fns in cases.items():
