@@ -3,7 +3,8 @@
 Layout of the build folder:
     build.ninja                 written here; ninja does the incremental work
     torch-flags.json            torch's compiler and linker flags, kept while the same torch is installed
-    pch/<CAP>/opgen_pch.h.gch   the precompiled header, one per CPU capability
+    pch.json                    the precompiled headers it uses, one per CPU capability, from the
+                                cache every project shares (see pch_cache.py)
     obj/<CAP>/...               object files
     lib<namespace>.so           the extension that `opgen.load()` loads
     cuda/                       the same with the CUDA kernels (`--cuda`, a CUDA build of torch)
@@ -28,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import pch_cache
 from .config import ProjectConfig
 from .errors import OpgenError
 from .generate import MANIFEST
@@ -139,13 +141,26 @@ def _compiler() -> list[str]:
     return cxx
 
 
+def _torch_identity() -> list[object]:
+    """What tells one installed torch from another without importing it."""
+    version = _torch_dir() / "version.py"
+    stat = version.stat()
+    return [str(version), stat.st_mtime_ns, stat.st_size]
+
+
+def _file_identity(program: str) -> list[object]:
+    """A program found on PATH, by where it is and when it changed (a compiler upgrade)."""
+    found = shutil.which(program)
+    if not found:
+        return [program]
+    stat = os.stat(os.path.realpath(found))
+    return [os.path.realpath(found), stat.st_mtime_ns, stat.st_size]
+
+
 def _torch_flags(cuda: bool, cache: Path) -> tuple[list[str], list[str]]:
     """Compiler and linker flags for torch, kept in ``cache`` for as long as the same torch is
     installed: asking torch means importing it."""
-    version = _torch_dir() / "version.py"
-    stat = version.stat()
-    key = [sys.executable, str(version), stat.st_mtime_ns, stat.st_size, cuda, os.environ.get("CUDA_HOME", ""),
-           _nvcc() if cuda else None]
+    key = [sys.executable, *_torch_identity(), cuda, os.environ.get("CUDA_HOME", ""), _nvcc() if cuda else None]
     try:
         data = json.loads(cache.read_text(encoding="utf-8"))
         if data["key"] == key:
@@ -215,7 +230,10 @@ def _sources(config: ProjectConfig, cuda: bool = False) -> list[str]:
     return generated + [f for f in data.get("sources", []) if f.endswith(suffixes)]
 
 
-def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None, cuda: bool = False) -> Path:
+def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | None = None,
+                cuda: bool = False) -> tuple[Path, list[pch_cache.SharedPch]]:
+    """Writes build.ninja; returns it and the shared precompiled headers its units include,
+    which the caller makes before running ninja."""
     from ninja import ninja_syntax  # the pip ninja package ships the writer
 
     build = variant_dir(config, debug=debug, sanitize=sanitize, cuda=cuda)
@@ -227,9 +245,10 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     san = [f"-fsanitize={sanitize}", "-fno-sanitize=vptr", "-fno-omit-frame-pointer"] if sanitize else []
     # -fopenmp: at::parallel_for is inline; without it the flat contiguous loops run on one thread
     common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-fopenmp", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi", "-Wno-maybe-uninitialized",
-              "-Werror", *opt, *san, *torch_cflags, *(["-DOPGEN_WITH_CUDA"] if cuda else []), f"-I{csrc}"]
+              "-Werror", *opt, *san, *torch_cflags, *(["-DOPGEN_WITH_CUDA"] if cuda else [])]
     caps = capabilities()
-    have_avx2 = ["-DOPGEN_HAVE_AVX2"] if "AVX2" in caps else []
+    # Only the translation units see these: the shared precompiled header must not depend on them.
+    unit_only = [f"-I{csrc}", *(["-DOPGEN_HAVE_AVX2"] if "AVX2" in caps else []), "-Winvalid-pch", "-Wno-error=invalid-pch"]
 
     import io
 
@@ -240,10 +259,8 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     n.variable("builddir", str(build))  # .ninja_log and .ninja_deps live here, whatever the cwd
     n.variable("cxx", " ".join(shlex.quote(c) for c in _compiler()))
     n.variable("cxx_plain", " ".join(shlex.quote(c) for c in shlex.split(os.environ.get("CXX", "c++"))))
-    n.variable("common", " ".join(shlex.quote(c) for c in common + have_avx2))
+    n.variable("common", " ".join(shlex.quote(c) for c in common + unit_only))
     n.variable("ldflags", " ".join(shlex.quote(c) for c in ldflags + san))
-    n.rule("pch", "$cxx_plain -x c++-header $common $capflags -MMD -MF $out.d -c $in -o $out",
-           depfile="$out.d", deps="gcc", description="PCH $capname")
     n.rule("cxx", "$cxx $common $capflags -include $pch_header -MMD -MF $out.d -c $in -o $out",
            depfile="$out.d", deps="gcc", description="CXX $capname $label")
     n.rule("link", "$cxx_plain -shared $in -o $out $ldflags", description="LINK $out")
@@ -253,20 +270,18 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
         n.rule("nvcc", "$nvcc $nvcc_flags -MD -MF $out.d -c $in -o $out", depfile="$out.d", deps="gcc",
                description="NVCC $label")
 
-    # One precompiled header per capability, for every translation unit. It holds the autograd
-    # headers too: that makes it only ~7% larger than without them, and one fewer to build.
-    pch: dict[str, tuple[str, str]] = {}
+    # One precompiled header per capability, for every translation unit, shared with every other
+    # project built with the same headers, compiler, flags and torch. It holds the autograd headers
+    # too: that makes it only ~7% larger than without them, and one fewer to build.
+    pch_root = pch_cache.cache_root(fallback=config.build_dir / "pch-cache")
+    pch: dict[str, pch_cache.SharedPch] = {}
+    identity = [_torch_identity(), _file_identity(shlex.split(os.environ.get("CXX", "c++"))[0])]
 
     def precompiled(cap: str) -> tuple[str, str]:
         if cap not in pch:
-            folder = build / "pch" / cap
-            folder.mkdir(parents=True, exist_ok=True)
-            header = folder / "opgen_pch.h"
-            _write_if_changed(header, f'#include "{csrc / "opgen_pch.h"}"\n')
-            gch = f"{header}.gch"
-            n.build(gch, "pch", str(header), variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap})
-            pch[cap] = (str(header), gch)
-        return pch[cap]
+            command = [*shlex.split(os.environ.get("CXX", "c++")), *common, *CAPABILITY_FLAGS[cap]]
+            pch[cap] = pch_cache.plan(pch_root, f"pch/{cap}/opgen_pch.h.gch", csrc, command, identity)
+        return str(pch[cap].header), str(pch[cap].gch)
 
     objects: list[str] = []
     for src in _sources(config, cuda):
@@ -290,7 +305,9 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     n.default(library)
     path = build / "build.ninja"
     _write_if_changed(path, buf.getvalue())
-    return path
+    _write_if_changed(build / "pch.json", json.dumps([{"label": p.label, "folder": str(p.folder)} for p in pch.values()], indent=1) + "\n")
+    shutil.rmtree(build / "pch", ignore_errors=True)  # where builds before the shared cache kept theirs
+    return path, list(pch.values())
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -302,13 +319,16 @@ def build(config: ProjectConfig, *, jobs: int | None = None, verbose: bool = Fal
           sanitize: str | None = None, cuda: bool = False) -> BuildResult:
     if cuda and (reason := cuda_unavailable()):
         raise OpgenError(f"cannot build the CUDA kernels: {reason}")
-    ninja_file = write_ninja(config, debug=debug, sanitize=sanitize, cuda=cuda)
+    ninja_file, pchs = write_ninja(config, debug=debug, sanitize=sanitize, cuda=cuda)
+    made = pch_cache.ensure(pchs, jobs or os.cpu_count() or 1)
     cmd = [_ninja(), "-f", str(ninja_file)]
     if jobs:
         cmd += ["-j", str(jobs)]
     if verbose:
         cmd.append("-v")
     steps, output, code = _run_ninja(cmd, verbose)
+    if made:
+        steps["PCH"] = len(made)
     if code != 0:
         if not verbose:
             sys.stderr.write("".join(output))
@@ -356,4 +376,13 @@ def timings(config: ProjectConfig, *, debug: bool = False, sanitize: str | None 
             if len(fields) == 5 and not line.startswith("#"):
                 latest[fields[3]] = (int(fields[1]) - int(fields[0])) / 1000
     root = str(variant_dir(config, debug=debug, sanitize=sanitize, cuda=cuda)) + os.sep
-    return sorted(((t, o.removeprefix(root)) for o, t in latest.items() if o in current), reverse=True)
+    steps = [(t, o.removeprefix(root)) for o, t in latest.items() if o in current]
+    try:
+        shared = json.loads((log.parent / "pch.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        shared = []
+    for entry in shared:
+        seconds = pch_cache.SharedPch(entry["label"], Path(entry["folder"]), (), ()).seconds()
+        if seconds is not None:
+            steps.append((seconds, f"{entry['label']} (shared)"))
+    return sorted(steps, reverse=True)

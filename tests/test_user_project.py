@@ -4,6 +4,7 @@ rules, size checks, int and Scalar attributes."""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -12,9 +13,12 @@ from pathlib import Path
 
 import yaml
 
+from opgen.build import capabilities
+
 from .test_robustness import HOSTILE_DOC
 
-GOLDEN_SPECS = Path(__file__).resolve().parent / "golden" / "project" / "specs"
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN_SPECS = ROOT / "tests" / "golden" / "project" / "specs"
 
 BAD_SQUARE = """\
 signature: bad_square(Tensor x) -> Tensor
@@ -88,7 +92,7 @@ print("user project ok")
 """
 
 
-def test_init_generate_build_load(tmp_path):
+def test_init_generate_build_load(tmp_path, built_ops):
     project = tmp_path / "myops"
     opgen = [sys.executable, "-m", "opgen"]
     subprocess.run([*opgen, "init", str(project)], check=True)
@@ -110,7 +114,12 @@ def test_init_generate_build_load(tmp_path):
     (project / "specs" / "gated.yaml").write_text(yaml.safe_dump(gated))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)
     subprocess.run([*opgen, "--project", str(project), "check"], check=True)
-    subprocess.run([*opgen, "--project", str(project), "build"], check=True)
+    build = subprocess.run([*opgen, "--project", str(project), "build"], capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout + build.stderr
+    # the precompiled headers are the shipped library's: generated headers, flags and torch agree
+    assert "PCH" not in build.stderr, build.stderr
+    shared = [json.loads((p / "build" / "pch.json").read_text()) for p in (project, ROOT)]
+    assert shared[0] == shared[1] and len(shared[0]) == len(capabilities()), shared
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(project), HOSTILE_DOC], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "user project ok" in proc.stdout

@@ -2,7 +2,8 @@
 // Edit the spec and run `opgen generate` instead.
 // The headers the Autograd section of an op's translation unit needs (autograd nodes, saved
 // variables, ATen's functions for the differentiable formulas).
-#pragma once
+#ifndef OPGEN_AUTOGRAD_H_
+#define OPGEN_AUTOGRAD_H_
 
 #include "opgen_runtime.h"
 
@@ -12,3 +13,5 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
+
+#endif  // OPGEN_AUTOGRAD_H_

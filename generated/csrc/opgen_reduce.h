@@ -4,7 +4,8 @@
 // and the CUDA kernels (at::native::gpu_reduce_kernel): `reduce` folds one mapped input element
 // into an accumulator, `combine` merges two (threads, warps, blocks), `project` finishes.
 // Accumulation is in opmath (float for half and bfloat16).
-#pragma once
+#ifndef OPGEN_REDUCE_H_
+#define OPGEN_REDUCE_H_
 
 #include <c10/macros/Macros.h>
 #include <c10/util/MathConstants.h>
@@ -158,3 +159,5 @@ C10_HOST_DEVICE inline ValueIndex<acc_t> arg_identity() {
 }
 
 }  // namespace opgen::reduce
+
+#endif  // OPGEN_REDUCE_H_

@@ -3,7 +3,8 @@
 // Helpers shared by the generated op definitions: argument validation with messages that
 // name the op and the argument, shape rules over SymInt (so Meta kernels trace under
 // torch.compile), and the choice of kernel for this CPU.
-#pragma once
+#ifndef OPGEN_RUNTIME_H_
+#define OPGEN_RUNTIME_H_
 
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -409,17 +410,17 @@ inline bool all_of(F&&... f) { return (... && to_bool(f())); }
 template <typename... F>
 inline bool any_of(F&&... f) { return (... || to_bool(f())); }
 
-// True when this process should run the AVX2 build of kernels (respects ATEN_CPU_CAPABILITY).
+// True when this process may run AVX2 kernels (respects ATEN_CPU_CAPABILITY). The op files take
+// the AVX2 branch only where it was built (OPGEN_HAVE_AVX2); that macro stays out of this header,
+// so one precompiled header serves builds with and without the AVX2 variant.
 inline bool cpu_has_avx2() {
-#if defined(OPGEN_HAVE_AVX2)
   static const bool has = [] {
     const std::string c = at::get_cpu_capability();
     return c == "AVX2" || c == "AVX512";
   }();
   return has;
-#else
-  return false;
-#endif
 }
 
 }  // namespace opgen
+
+#endif  // OPGEN_RUNTIME_H_

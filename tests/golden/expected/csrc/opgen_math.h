@@ -3,7 +3,8 @@
 // The functions of the spec expression language, for scalars (opmath_t) and for
 // at::vec::Vectorized. Kernel translation units are compiled once per CPU capability, so
 // everything here lives in the CPU_CAPABILITY inline namespace, as ATen's own kernels do.
-#pragma once
+#ifndef OPGEN_MATH_H_
+#define OPGEN_MATH_H_
 
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
@@ -206,3 +207,5 @@ void reduce_lastdim_indexed(at::TensorIteratorBase& iter, const Row& row) {
 
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen
+
+#endif  // OPGEN_MATH_H_

@@ -3,7 +3,8 @@
 // The functions of the spec expression language for CUDA kernels: the scalar (opmath_t)
 // overloads of opgen_math.h, callable on host and device. Half and bfloat16 inputs are
 // converted to float before any of these run.
-#pragma once
+#ifndef OPGEN_MATH_CUDA_CUH_
+#define OPGEN_MATH_CUDA_CUH_
 
 #include <ATen/OpMathType.h>
 #include <ATen/native/cuda/Loops.cuh>
@@ -58,3 +59,5 @@ template <typename T, if_float<T> = 0>
 C10_HOST_DEVICE inline T where(bool c, T a, T b) { return c ? a : b; }
 
 }  // namespace opgen
+
+#endif  // OPGEN_MATH_CUDA_CUH_
