@@ -73,10 +73,13 @@ def library_path(config: ProjectConfig, *, debug: bool = False, sanitize: str | 
 
 
 def _nvcc() -> str | None:
+    """nvcc, with symlinks resolved: /usr/local/cuda/bin/nvcc and $CUDA_HOME/bin/nvcc are often
+    the same file, and a build line that names it either way would rebuild every .cu file."""
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     candidates = [os.path.join(home, "bin", "nvcc")] if home else []
     candidates += ["/usr/local/cuda/bin/nvcc", shutil.which("nvcc") or ""]
-    return next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+    found = next((c for c in candidates if c and os.access(c, os.X_OK)), None)
+    return os.path.realpath(found) if found else None
 
 
 def _cuda_home() -> Path:

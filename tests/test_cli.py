@@ -286,3 +286,20 @@ def test_torch_flags_are_kept_until_another_torch_is_installed(tmp_path, monkeyp
     assert build._torch_flags(False, cache) == (["-DOTHER"], ["-lother"]) and asked == [False]
     cache.write_text("{not json")
     assert build._torch_flags(False, cache) == (["-DOTHER"], ["-lother"]) and asked == [False, False]
+
+
+def test_nvcc_is_named_the_same_however_it_is_found(tmp_path, monkeypatch):
+    """Asking torch for its flags sets CUDA_HOME; the build line must still name nvcc as before,
+    or the next build recompiles every .cu file."""
+    from opgen import build
+
+    real = tmp_path / "cuda-13.0"
+    (real / "bin").mkdir(parents=True)
+    nvcc = real / "bin" / "nvcc"
+    nvcc.write_text("#!/bin/sh\n")
+    nvcc.chmod(0o755)
+    (tmp_path / "cuda").symlink_to(real)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path / "cuda"))
+    via_link = build._nvcc()
+    monkeypatch.setenv("CUDA_HOME", str(real))
+    assert via_link == build._nvcc() == str(nvcc)
