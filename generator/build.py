@@ -136,8 +136,14 @@ def _ninja() -> str:
         raise OpgenError("ninja not found; pip install ninja") from None
 
 
+def _plain_compiler() -> list[str]:
+    """$CXX (default c++) as a command."""
+    return shlex.split(os.environ.get("CXX", "c++"))
+
+
 def _compiler() -> list[str]:
-    cxx = shlex.split(os.environ.get("CXX", "c++"))
+    """The compiler for translation units: $CXX, through ccache when it is installed."""
+    cxx = _plain_compiler()
     if os.environ.get("OPGEN_CCACHE", "1") != "0" and shutil.which("ccache") and "ccache" not in cxx[0]:
         # ccache reuses results with a precompiled header only when told the PCH is safe
         cxx = ["env", "CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime", "ccache"] + cxx
@@ -261,7 +267,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     n.variable("ninja_required_version", "1.3")
     n.variable("builddir", str(build))  # .ninja_log and .ninja_deps live here, whatever the cwd
     n.variable("cxx", " ".join(shlex.quote(c) for c in _compiler()))
-    n.variable("cxx_plain", " ".join(shlex.quote(c) for c in shlex.split(os.environ.get("CXX", "c++"))))
+    n.variable("cxx_plain", " ".join(shlex.quote(c) for c in _plain_compiler()))
     n.variable("common", " ".join(shlex.quote(c) for c in common + unit_only))
     n.variable("ldflags", " ".join(shlex.quote(c) for c in ldflags + san))
     n.rule("cxx", "$cxx $common $capflags -include $pch_header -MMD -MF $out.d -c $in -o $out",
@@ -278,11 +284,11 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     # too: that makes it only ~7% larger than without them, and one fewer to build.
     pch_root = pch_cache.cache_root(fallback=config.build_dir / "pch-cache")
     pch: dict[str, pch_cache.SharedPch] = {}
-    identity = [_torch_identity(), _file_identity(shlex.split(os.environ.get("CXX", "c++"))[0])]
+    identity = [_torch_identity(), _file_identity(_plain_compiler()[0])]
 
     def precompiled(cap: str) -> tuple[str, str]:
         if cap not in pch:
-            command = [*shlex.split(os.environ.get("CXX", "c++")), *common, *CAPABILITY_FLAGS[cap]]
+            command = [*_plain_compiler(), *common, *CAPABILITY_FLAGS[cap]]
             pch[cap] = pch_cache.plan(pch_root, f"pch/{cap}/opgen_pch.h.gch", csrc, command, identity)
         return str(pch[cap].header), str(pch[cap].gch)
 
@@ -385,7 +391,7 @@ def timings(config: ProjectConfig, *, debug: bool = False, sanitize: str | None 
     except (OSError, ValueError):
         shared = []
     for entry in shared:
-        seconds = pch_cache.SharedPch(entry["label"], Path(entry["folder"]), (), ()).seconds()
+        seconds = pch_cache.seconds(Path(entry["folder"]))
         if seconds is not None:
             steps.append((seconds, f"{entry['label']} (shared)"))
     return sorted(steps, reverse=True)

@@ -55,11 +55,15 @@ class SharedPch:
         return self.folder / "pch.h.gch"
 
     def seconds(self) -> float | None:
-        """How long making it took, or None when that is not known."""
-        try:
-            return float((self.folder / "seconds").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        return seconds(self.folder)
+
+
+def seconds(folder: Path) -> float | None:
+    """How long making the header in ``folder`` took, or None when that is not known."""
+    try:
+        return float((folder / "seconds").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def cache_root(fallback: Path) -> Path:
