@@ -1,14 +1,23 @@
 """Time `opgen generate` and `opgen check` on 100 and 1,000 synthetic specs, and torchgen's
-parse of native_functions.yaml (shipped with torch) per op, in one run. "render" is parsing and
-rendering in memory (workers included, file writes excluded): on a disk where creating a file
+parse of native_functions.yaml (shipped with torch) per op, in one run. Times are medians of 3
+runs. "render" is parsing and rendering in memory (workers included, file writes excluded): on a disk where creating a file
 costs 0.05-0.4 ms, writing the (at most) 5 files of each op can cost as much as making them.
+
+"cold, tmpfs" is the same cold run in a folder in memory (/dev/shm): on these VMs the disk
+stalls for seconds at times, and that column shows what the generator itself costs.
+
+Each command runs as an installed opgen does: with its modules' bytecode compiled (a warm-up run
+writes it even where PYTHONDONTWRITEBYTECODE is set), and after `sync`, so that the writeback of
+a previous run's files does not land in the next one's time.
 
     .venv/bin/python benchmarks/generator_speed.py
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -16,6 +25,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+MEMORY_DISK = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+REPEAT = 3  # medians of this many runs: these machines are noisy
 TEMPLATE = (ROOT / "specs" / "softplus.yaml").read_text()
 
 
@@ -37,9 +48,13 @@ os._exit(0)  # as the opgen command does: no interpreter teardown
 """
 
 
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def timed(cmd: list[str]) -> float:
+    os.sync()
     start = time.perf_counter()
-    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=ENV)
     return time.perf_counter() - start
 
 
@@ -59,18 +74,33 @@ def torchgen_parse_per_op() -> float | None:
 
 def main() -> int:
     opgen = [sys.executable, "-m", "opgen"]
-    print(f"{'specs':>6} {'generate (cold)':>16} {'generate (no-op)':>17} {'check':>8} {'render':>8} {'per op':>10}")
+    with tempfile.TemporaryDirectory() as warm:  # compiles opgen's bytecode, fills Jinja's template cache
+        make_project(Path(warm) / "proj", 2)
+        subprocess.run([*opgen, "--project", str(Path(warm) / "proj"), "generate"], check=True, stdout=subprocess.DEVNULL, env=ENV)
+    print(f"{'specs':>6} {'generate (cold)':>16} {'cold, tmpfs':>14} {'generate (no-op)':>17} {'check':>8} {'render':>8} {'per op':>10}")
     for n in (100, 1000):
-        folder = Path(tempfile.mkdtemp()) / "proj"
-        try:
-            make_project(folder, n)
-            cold = timed([*opgen, "--project", str(folder), "generate"])
-            warm = timed([*opgen, "--project", str(folder), "generate"])
-            check = timed([*opgen, "--project", str(folder), "check"])
-            render = timed([sys.executable, "-c", RENDER, str(folder)])
-            print(f"{n:>6} {cold:>15.2f}s {warm:>16.2f}s {check:>7.2f}s {render:>7.2f}s {cold / n * 1e3:>8.2f}ms")
-        finally:
-            shutil.rmtree(folder.parent)
+        runs = []
+        for _ in range(REPEAT):  # a fresh project each time: "cold" finds no generated/ folder
+            folder = Path(tempfile.mkdtemp()) / "proj"
+            try:
+                make_project(folder, n)
+                runs.append([timed([*opgen, "--project", str(folder), "generate"]),
+                             timed([*opgen, "--project", str(folder), "generate"]),
+                             timed([*opgen, "--project", str(folder), "check"]),
+                             timed([sys.executable, "-c", RENDER, str(folder)])])
+            finally:
+                shutil.rmtree(folder.parent)
+            if MEMORY_DISK:  # the same into memory: the generator's own time, without the disk's stalls
+                folder = Path(tempfile.mkdtemp(dir=MEMORY_DISK)) / "proj"
+                try:
+                    make_project(folder, n)
+                    runs[-1].append(timed([*opgen, "--project", str(folder), "generate"]))
+                finally:
+                    shutil.rmtree(folder.parent)
+            else:
+                runs[-1].append(float("nan"))
+        cold, warm, check, render, in_memory = (statistics.median(column) for column in zip(*runs))
+        print(f"{n:>6} {cold:>15.2f}s {in_memory:>13.2f}s {warm:>16.2f}s {check:>7.2f}s {render:>7.2f}s {cold / n * 1e3:>8.2f}ms")
     per_op = torchgen_parse_per_op()
     if per_op is not None:
         print(f"torchgen parse of native_functions.yaml: {per_op * 1e3:.2f} ms per op")

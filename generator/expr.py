@@ -345,29 +345,49 @@ def _need_numeric(e: Expr, kind: str, what: str) -> None:
         raise ExprError(e.col, f"{what} needs a number here, not a {kind}")
 
 
-def walk(e: Expr):
+def walk(e: Expr) -> list[Expr]:
     """Every node of ``e``, parents before children, left to right."""
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        yield node
-        stack.extend(reversed(children(node)))
+    out: list[Expr] = []
+    _preorder(e, out)
+    return out
+
+
+def _preorder(e: Expr, out: list[Expr]) -> None:
+    out.append(e)
+    for child in _CHILDREN[type(e)](e):
+        _preorder(child, out)
 
 
 def children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Unary):
-        return (e.operand,)
-    if isinstance(e, (Binary, Compare)):
-        return (e.lhs, e.rhs)
-    if isinstance(e, BoolOp):
-        return e.values
-    if isinstance(e, In):
-        return (e.operand,) + e.options
-    if isinstance(e, Call):
-        return e.args
-    if isinstance(e, Method):
-        return (e.obj,) + e.args
-    return ()
+    return _CHILDREN[type(e)](e)
+
+
+# Dispatch on the node's class: walks run over every expression many times per op.
+_CHILDREN = {
+    Num: lambda e: (),
+    Str: lambda e: (),
+    Name: lambda e: (),
+    Unary: lambda e: (e.operand,),
+    Binary: lambda e: (e.lhs, e.rhs),
+    Compare: lambda e: (e.lhs, e.rhs),
+    BoolOp: lambda e: e.values,
+    In: lambda e: (e.operand, *e.options),
+    Call: lambda e: e.args,
+    Method: lambda e: (e.obj, *e.args),
+}
+
+
+def reads_tensors(e: Expr, scope: Scope, memo: dict[int, bool]) -> bool:
+    """Whether ``e`` reads a tensor's elements (else it is uniform: one value per call).
+    Printers ask this of every sub-expression; a shared ``memo`` keeps that linear."""
+    found = memo.get(id(e))
+    if found is None:
+        if type(e) is Name:
+            found = scope.names.get(e.id) == TENSOR
+        else:
+            found = any(reads_tensors(child, scope, memo) for child in _CHILDREN[type(e)](e))
+        memo[id(e)] = found
+    return found
 
 
 def names_in(e: Expr) -> set[str]:

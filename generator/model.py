@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import PurePosixPath
 from typing import Any, Union
 
@@ -60,7 +61,7 @@ class ShapeRule:
 class Check:
     expr: E.Expr
 
-    @property
+    @cached_property
     def text(self) -> str:
         return E.unparse(self.expr)
 
@@ -71,11 +72,12 @@ class PointwiseKernel:
     bool_output: bool = False  # a condition (comparison): the output is a bool tensor
     more: tuple[E.Expr, ...] = ()  # the other outputs' expressions, in return order
 
-    @property
+    # cached: the model is immutable and emitters read these many times per op
+    @cached_property
     def exprs(self) -> tuple[E.Expr, ...]:
         return (self.expr, *self.more)
 
-    @property
+    @cached_property
     def text(self) -> str:
         return "; ".join(E.unparse(e) for e in self.exprs)
 
@@ -90,7 +92,7 @@ class ReduceKernel:
     identity: float | None = None  # custom: the value of the reduction over no elements
     post: E.Expr | None = None  # an expression of `acc` (the combined value) and attributes
 
-    @property
+    @cached_property
     def text(self) -> str:
         return E.unparse(self.map)
 
@@ -174,25 +176,25 @@ class OpSpec:
         # with the generated __eq__.
         return hash((self.name, self.path))
 
-    @property
+    @cached_property
     def shapes(self) -> tuple[ShapeRule, ...]:
         """The shape rule of each output, in return order."""
         return self.output_shapes or (self.shape,) * len(self.schema.returns)
 
-    @property
+    @cached_property
     def output_names(self) -> tuple[str, ...]:
         """The outputs' names in generated code: `out` for a single output, else the schema's names."""
         if len(self.schema.returns) == 1:
             return ("out",)
         return tuple(r.name or f"out{i}" for i, r in enumerate(self.schema.returns))
 
-    @property
+    @cached_property
     def grad_names(self) -> tuple[str, ...]:
         """How gradient formulas and backward kernels name the incoming gradients: `grad` for one
         output, `grad_<output>` for each of several."""
         return ("grad",) if len(self.output_names) == 1 else tuple(f"grad_{n}" for n in self.output_names)
 
-    @property
+    @cached_property
     def result_names(self) -> tuple[str, ...]:
         """How gradient formulas and backward kernels name the outputs: `result`, or each by name."""
         return ("result",) if len(self.output_names) == 1 else self.output_names

@@ -11,6 +11,7 @@ from __future__ import annotations
 import keyword
 import re
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Union
 
 BASE_TYPES = ("Tensor", "int", "float", "bool", "str", "Scalar", "SymInt")
@@ -125,11 +126,12 @@ class FunctionSchema:
     arguments: tuple[Argument, ...]
     returns: tuple[Return, ...]
 
-    @property
+    # Derived values are cached on the (immutable) schema: emitters read them many times per op.
+    @cached_property
     def tensor_inputs(self) -> tuple[Argument, ...]:
         return tuple(a for a in self.arguments if a.is_tensor)
 
-    @property
+    @cached_property
     def attributes(self) -> tuple[Argument, ...]:
         return tuple(a for a in self.arguments if not a.is_tensor)
 
@@ -137,6 +139,10 @@ class FunctionSchema:
         return next((a for a in self.arguments if a.name == name), None)
 
     def __str__(self) -> str:
+        return self.text
+
+    @cached_property
+    def text(self) -> str:
         parts: list[str] = []
         star = False
         for a in self.arguments:
@@ -187,10 +193,8 @@ class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens: list[tuple[str, str, int]] = []
-        pos = 0
-        while pos < len(text):
-            if text[pos:].strip() == "":
-                break
+        pos, end = 0, len(text.rstrip())
+        while pos < end:
             m = _TOKEN.match(text, pos)
             if not m:
                 col = pos + (len(text[pos:]) - len(text[pos:].lstrip()))

@@ -127,7 +127,10 @@ def invalid_attribute_sets(op: OpSpec) -> list[tuple[dict[str, Any], str]]:
     names = [a.name for a in op.attributes]
     checks = attribute_checks(op)
     compiled = [compile_condition(c) for c in checks]
-    candidates = [_choices(op, n) + _invalid_extras(op, n) for n in names]
+    # An attribute that no check reads can't change an outcome, so the first assignment found is
+    # the same with only its first candidate, and the search is the product of the others only.
+    read = set().union(*(E.names_in(c) for c in checks))
+    candidates = [(_choices(op, n) + _invalid_extras(op, n))[: None if n in read else 1] for n in names]
     out = []
     for i, c in enumerate(compiled):
         others = compiled[:i] + compiled[i + 1:]

@@ -23,44 +23,41 @@ Path_ = tuple  # a key path into the document: tuple of str | int
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-@dataclass(frozen=True)
-class ScalarOrigin:
-    """Where a scalar's text starts, and whether columns inside it map 1:1 to the file."""
-
-    location: Location
-    exact: bool
+# Marks are kept as plain tuples, (line, col) and (line, col, exact), both 1-based: every value
+# of every spec gets one, and a Location is made only for the few that an error names.
+# `exact`: columns inside the scalar map 1:1 to the file (plain or quoted, on one line).
+Mark = tuple[int, int]
+ValueMark = tuple[int, int, bool]
 
 
 @dataclass
 class SpecSource:
     path: str
     data: Any
-    value_marks: dict[Path_, ScalarOrigin] = field(default_factory=dict)
-    key_marks: dict[Path_, Location] = field(default_factory=dict)
+    value_marks: dict[Path_, ValueMark] = field(default_factory=dict)
+    key_marks: dict[Path_, Mark] = field(default_factory=dict)
 
     def location(self, path: Path_, *, key: bool = False) -> Location:
         """The location of the value (or the key) at ``path``, else of its nearest parent."""
         p = tuple(path)
         while True:
             if key and p in self.key_marks:
-                return self.key_marks[p]
+                return Location(self.path, *self.key_marks[p])
             if p in self.value_marks:
-                return self.value_marks[p].location
+                return Location(self.path, *self.value_marks[p][:2])
             if p in self.key_marks:
-                return self.key_marks[p]
+                return Location(self.path, *self.key_marks[p])
             if not p:
                 return Location(self.path, 1, 1)
             p = p[:-1]
 
     def inner_location(self, path: Path_, offset: int) -> Location:
         """The location of character ``offset`` (0-based) inside the scalar at ``path``."""
-        origin = self.value_marks.get(tuple(path))
-        if origin is None:
+        mark = self.value_marks.get(tuple(path))
+        if mark is None:
             return self.location(path)
-        if not origin.exact:
-            return origin.location
-        loc = origin.location
-        return Location(loc.path, loc.line, loc.col + offset)
+        line, col, exact = mark
+        return Location(self.path, line, col + offset if exact else col)
 
     def error(self, path: Path_, message: str, *, key: bool = False) -> SpecError:
         return SpecError(self.location(path, key=key), message)
@@ -115,38 +112,39 @@ def _yaml_error(path: str, text: str, e: yaml.YAMLError) -> SpecError:
 
 
 def _convert(source: SpecSource, loader, node: yaml.Node, path: Path_, depth: int) -> Any:
-    loc = _mark(source.path, node.start_mark)
+    start = node.start_mark
+    line, col = start.line + 1, start.column + 1
     if depth > MAX_DEPTH:
-        raise SpecError(loc, f"value is nested deeper than {MAX_DEPTH} levels")
+        raise SpecError(Location(source.path, line, col), f"value is nested deeper than {MAX_DEPTH} levels")
     if isinstance(node, yaml.MappingNode):
-        source.value_marks[path] = ScalarOrigin(loc, False)
+        source.value_marks[path] = (line, col, False)
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key_loc = _mark(source.path, key_node.start_mark)
+            key_mark = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
-                raise SpecError(key_loc, "mapping keys must be plain strings")
+                raise SpecError(Location(source.path, *key_mark), "mapping keys must be plain strings")
             key = key_node.value
             if key in out:
-                first = source.key_marks[path + (key,)]
-                raise SpecError(key_loc, f"duplicate key '{key}' (first defined at line {first.line})")
-            source.key_marks[path + (key,)] = key_loc
+                first_line = source.key_marks[path + (key,)][0]
+                raise SpecError(Location(source.path, *key_mark), f"duplicate key '{key}' (first defined at line {first_line})")
+            source.key_marks[path + (key,)] = key_mark
             out[key] = _convert(source, loader, value_node, path + (key,), depth + 1)
         return out
     if isinstance(node, yaml.SequenceNode):
-        source.value_marks[path] = ScalarOrigin(loc, False)
+        source.value_marks[path] = (line, col, False)
         return [_convert(source, loader, item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
     assert isinstance(node, yaml.ScalarNode)
-    exact = node.style in (None, "", "'", '"') and node.start_mark.line == node.end_mark.line
+    exact = node.style in (None, "", "'", '"') and start.line == node.end_mark.line
     if node.style in ("'", '"'):
-        loc = Location(loc.path, loc.line, loc.col + 1)
+        col += 1
         exact = exact and "\\" not in node.value and "''" not in _raw_text(node)
-    source.value_marks[path] = ScalarOrigin(loc, exact)
+    source.value_marks[path] = (line, col, exact)
     try:
         return loader.construct_object(node, deep=True)
     except yaml.YAMLError as e:
         problem = " ".join(str(getattr(e, "problem", None) or e).split())  # one line, without PyYAML's location
         hint = "; specs take plain YAML values, without tags" if "tag" in problem else ""
-        raise SpecError(loc, f"invalid value: {problem}{hint}") from None
+        raise SpecError(Location(source.path, line, col), f"invalid value: {problem}{hint}") from None
 
 
 def _raw_text(node: yaml.ScalarNode) -> str:

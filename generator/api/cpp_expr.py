@@ -39,9 +39,10 @@ class _KernelPrinter:
         self.numbers: list[str] = []
         self.conditions: list[str] = []
         self.kinds: dict[int, str] = {}
+        self.elementwise: dict[int, bool] = {}
 
     def is_uniform(self, e: E.Expr) -> bool:
-        return not any(isinstance(n, E.Name) and self.scope.names.get(n.id) == E.TENSOR for n in E.walk(e))
+        return not E.reads_tensors(e, self.scope, self.elementwise)
 
     def element(self, e: E.Expr) -> str:
         kind = E.typecheck(e, self.scope, self.kinds)

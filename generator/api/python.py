@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from .. import expr as E
@@ -46,8 +47,8 @@ def call_arguments(args: tuple[Argument, ...]) -> str:
 
 def literal(value) -> str:
     """A Python literal for plain data (dicts, lists, tuples, str, numbers), non-finite floats included."""
-    import math
-
+    if value is None or type(value) in (str, int, bool):  # the common leaves first: tests print thousands
+        return repr(value)
     if isinstance(value, float) and not math.isfinite(value):
         return f"float({str(value)!r})"
     if isinstance(value, dict):
@@ -57,7 +58,7 @@ def literal(value) -> str:
     if isinstance(value, tuple):
         items = [literal(v) for v in value]
         return f"({items[0]},)" if len(items) == 1 else "(" + ", ".join(items) + ")"
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if isinstance(value, (bool, int, float, str)):
         return repr(value)
     raise TypeError(f"no Python literal for {type(value).__name__}")
 
@@ -99,9 +100,10 @@ class _Reference:
     def __init__(self, scope: E.Scope) -> None:
         self.scope = scope
         self.kinds: dict[int, str] = {}
+        self.elementwise: dict[int, bool] = {}
 
     def uniform(self, e: E.Expr) -> bool:
-        return not any(isinstance(n, E.Name) and self.scope.names.get(n.id) == E.TENSOR for n in E.walk(e))
+        return not E.reads_tensors(e, self.scope, self.elementwise)
 
     def print(self, e: E.Expr) -> str:
         if isinstance(e, E.Num):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from functools import cached_property
 
 from .. import expr as E
 from ..api import cpp, cpp_expr
@@ -36,12 +37,13 @@ class BackwardPlan:
         f = self.formulas[i]
         return f.id if isinstance(f, E.Name) and f.id in self.grads else None
 
-    @property
+    # cached: templates read these many times per op, and the plan never changes
+    @cached_property
     def fused(self) -> tuple[int, ...]:
         """Outputs computed by the fused kernel; the others are an incoming gradient, only reduced."""
         return tuple(i for i in range(len(self.formulas)) if self.passthrough(i) is None)
 
-    @property
+    @cached_property
     def shape_args(self) -> tuple[str, ...]:
         return tuple(f"{n}__shape" for n in self.inputs)
 
@@ -52,24 +54,24 @@ class BackwardPlan:
         rets = "Tensor" if len(self.inputs) == 1 else "(" + ", ".join("Tensor" for _ in self.inputs) + ")"
         return f"{self.name}({', '.join(args)}) -> {rets}"
 
-    @property
+    @cached_property
     def return_type(self) -> str:
         if len(self.inputs) == 1:
             return "at::Tensor"
         return "std::tuple<" + ", ".join("at::Tensor" for _ in self.inputs) + ">"
 
-    @property
+    @cached_property
     def cpp_params(self) -> str:
         parts = [f"const at::Tensor& {g}" for g in self.grads] + [f"const at::Tensor& {t}" for t in self.saved]
         parts += [f"{cpp.argument_type(a.type)} {a.name}" for a in self.attributes]
         parts += [f"c10::SymIntArrayRef {s}" for s in self.shape_args]
         return ", ".join(parts)
 
-    @property
+    @cached_property
     def cpp_args(self) -> str:
         return ", ".join([*self.grads, *self.saved, *(a.name for a in self.attributes), *self.shape_args])
 
-    @property
+    @cached_property
     def cpp_types(self) -> str:
         """The C++ function type, for Dispatcher::typed<>."""
         parts = ["const at::Tensor&"] * (len(self.grads) + len(self.saved))
@@ -102,6 +104,7 @@ def plan(op: OpSpec) -> BackwardPlan | None:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
     return E.Scope({**s.names, **{n: E.TENSOR for n in (*op.grad_names, *op.result_names)}}, True, "gradient formula")

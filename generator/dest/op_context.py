@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .. import expr as E
@@ -16,12 +17,14 @@ class KernelAttr:
     cpp_type: str
 
 
+@functools.lru_cache(maxsize=1024)  # asked for by most emitters; scopes are never modified
 def kernel_scope(op: OpSpec) -> E.Scope:
     names = {a.name: E.TENSOR for a in op.tensor_inputs}
     names.update({a.name: attribute_kind(a) for a in op.attributes})
     return E.Scope(names, True, "kernel expression")
 
 
+@functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
     return E.Scope(s.names, False, "check")
