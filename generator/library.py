@@ -31,8 +31,11 @@ def parse_specs(config: ProjectConfig, paths: list[Path]) -> tuple[list[OpSpec],
     """Each spec parsed on its own: the valid ones, and one located error per invalid one."""
     ops: list[OpSpec] = []
     errors: list[SpecError] = []
+    folders: dict[Path, str] = {}  # spec folder -> its display path (all specs share one, usually)
     for path in paths:
-        display = path.relative_to(config.root).as_posix()
+        if path.parent not in folders:
+            folders[path.parent] = path.parent.relative_to(config.root).as_posix()
+        display = path.name if folders[path.parent] == "." else f"{folders[path.parent]}/{path.name}"
         try:
             ops.append(OpSpec.parse(load_spec_source(display, path.read_bytes())))
         except SpecError as e:

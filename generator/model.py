@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import math
+import re
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import PurePosixPath
@@ -31,6 +32,7 @@ COMBINES = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": None, "min": None, "log
 INDEXED_COMBINES = ("max", "min")
 TEST_KEYS = ("ranges", "shapes")
 MAX_DOC_CHARS = 4000
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f]")
 
 
 # ---- pieces --------------------------------------------------------------------------------
@@ -379,7 +381,7 @@ class _SpecParser:
         doc = " ".join(doc.split())
         if len(doc) > MAX_DOC_CHARS:
             raise self.err(("doc",), f"'doc' is {len(doc)} characters; keep it to one paragraph under {MAX_DOC_CHARS}")
-        if any(ord(c) < 32 for c in doc):
+        if _CONTROL_CHARS.search(doc):
             raise self.err(("doc",), "'doc' must not contain control characters")
         return doc
 
