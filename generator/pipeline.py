@@ -77,14 +77,11 @@ def _load_and_generate(config: ProjectConfig) -> tuple[Library, dict[str, str]]:
     if n < 2:
         lib = load_library(config)
         return lib, generate_files(lib)
-    chunks = [paths[i::n] for i in range(n)]
-    with contextlib.ExitStack() as files:
-        # Each worker pickles its result into a file of its own that it inherits: the executor's
-        # pipe moves the ~35 MB that 1,000 specs make about 5x slower than a file in memory.
-        spools = [files.enter_context(tempfile.TemporaryFile(dir=_SPOOL_DIR)) for _ in chunks]
-        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
-            list(pool.map(partial(_parse_and_emit_into, config), chunks, [f.fileno() for f in spools]))
-        results = [pickle.loads(_read_from_start(f)) for f in spools]
+    try:
+        results = _in_workers(config, paths, n)
+    except OSError:  # e.g. no room in /dev/shm for the results; the sequential path needs none
+        lib = load_library(config)
+        return lib, generate_files(lib)
     ops = [op for r in results for op in r[0]]
     errors = [e for r in results for e in r[1]]
     lib = make_library(config, ops, errors)
@@ -92,6 +89,17 @@ def _load_and_generate(config: ProjectConfig) -> tuple[Library, dict[str, str]]:
     for r in results:
         per_op.update(r[2])
     return lib, generate_files(lib, per_op)
+
+
+def _in_workers(config: ProjectConfig, paths: list[Path], n: int) -> list:
+    chunks = [paths[i::n] for i in range(n)]
+    with contextlib.ExitStack() as files:
+        # Each worker pickles its result into a file of its own that it inherits: the executor's
+        # pipe moves the ~35 MB that 1,000 specs make about 5x slower than a file in memory.
+        spools = [files.enter_context(tempfile.TemporaryFile(dir=_SPOOL_DIR)) for _ in chunks]
+        with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+            list(pool.map(partial(_parse_and_emit_into, config), chunks, [f.fileno() for f in spools]))
+        return [pickle.loads(_read_from_start(f)) for f in spools]
 
 
 def _parse_and_emit_into(config: ProjectConfig, paths: list[Path], fd: int) -> None:

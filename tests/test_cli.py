@@ -152,6 +152,23 @@ def test_worker_processes_generate_the_same_tree_and_errors(project, tmp_path, m
     assert errors[0] == errors[1] and errors[0].count("error:") == 4, errors
 
 
+def test_workers_that_cannot_hand_over_results_fall_back_to_one_process(project, monkeypatch):
+    """Workers pickle their results into files in /dev/shm; where those can't be made or written
+    (here: the folder is gone), the sequential path makes the same tree."""
+    from opgen import pipeline
+
+    for name in ("sigmoid", "gelu", "add"):
+        shutil.copy(ROOT / "specs" / f"{name}.yaml", project / "specs")
+    monkeypatch.setenv("OPGEN_JOBS", "1")
+    assert run(project, "generate") == 0
+    expected = {k: v[0] for k, v in snapshot(project / "generated").items()}
+    monkeypatch.setattr(pipeline, "_SPOOL_DIR", str(project / "no-such-folder"))
+    monkeypatch.setenv("OPGEN_JOBS", "2")
+    shutil.rmtree(project / "generated")
+    assert run(project, "generate") == 0
+    assert {k: v[0] for k, v in snapshot(project / "generated").items()} == expected
+
+
 def test_generated_files_carry_the_header(project):
     run(project, "generate")
     for path in (project / "generated").rglob("*"):
