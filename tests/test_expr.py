@@ -107,3 +107,19 @@ def test_isfinite_in_checks():
 def test_python_reference_mirrors_the_kernel():
     ref = python.reference(E.parse_expr("where(mode == 'tanh', tanh(x), minimum(x, 0))"), SCOPE)
     assert ref == "(torch.tanh(x) if (mode == 'tanh') else torch.minimum(x, _t(0.0)))"
+
+
+def test_walk_is_preorder_left_to_right():
+    e = E.parse_expr("where(x > 0, a * x, -b) + s.size(0)")
+    kinds = [type(n).__name__ + (f":{n.id}" if isinstance(n, E.Name) else "") for n in E.walk(e)]
+    assert kinds == ["Binary", "Call", "Compare", "Name:x", "Num", "Binary", "Name:a", "Name:x", "Unary", "Name:b",
+                     "Method", "Name:s", "Num"]
+
+
+def test_reads_tensors_answers_for_every_sub_expression_from_one_memo():
+    scope = E.Scope({"x": E.TENSOR, "a": E.NUM}, True, "kernel expression")
+    e = E.parse_expr("exp(a * 2) + x * a")
+    memo: dict[int, bool] = {}
+    assert E.reads_tensors(e, scope, memo)
+    assert not E.reads_tensors(e.lhs, scope, memo) and E.reads_tensors(e.rhs, scope, memo)
+    assert memo[id(e.lhs.args[0])] is False and memo[id(e.rhs.lhs)] is True  # filled by the first call
