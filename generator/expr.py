@@ -358,11 +358,7 @@ def _preorder(e: Expr, out: list[Expr]) -> None:
         _preorder(child, out)
 
 
-def children(e: Expr) -> tuple[Expr, ...]:
-    return _CHILDREN[type(e)](e)
-
-
-# Dispatch on the node's class: walks run over every expression many times per op.
+# A node's children, by the node's class: walks run over every expression many times per op.
 _CHILDREN = {
     Num: lambda e: (),
     Str: lambda e: (),

@@ -54,9 +54,6 @@ class SharedPch:
     def gch(self) -> Path:
         return self.folder / "pch.h.gch"
 
-    def seconds(self) -> float | None:
-        return seconds(self.folder)
-
 
 def seconds(folder: Path) -> float | None:
     """How long making the header in ``folder`` took, or None when that is not known."""

@@ -63,8 +63,12 @@ class SpecSource:
         return SpecError(self.location(path, key=key), message)
 
 
+def _position(mark: yaml.Mark) -> Mark:
+    return mark.line + 1, mark.column + 1
+
+
 def _mark(path: str, mark: yaml.Mark) -> Location:
-    return Location(path, mark.line + 1, mark.column + 1)
+    return Location(path, *_position(mark))
 
 
 def load_spec_source(path: str, raw: bytes) -> SpecSource:
@@ -112,15 +116,14 @@ def _yaml_error(path: str, text: str, e: yaml.YAMLError) -> SpecError:
 
 
 def _convert(source: SpecSource, loader, node: yaml.Node, path: Path_, depth: int) -> Any:
-    start = node.start_mark
-    line, col = start.line + 1, start.column + 1
+    line, col = _position(node.start_mark)
     if depth > MAX_DEPTH:
         raise SpecError(Location(source.path, line, col), f"value is nested deeper than {MAX_DEPTH} levels")
     if isinstance(node, yaml.MappingNode):
         source.value_marks[path] = (line, col, False)
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
-            key_mark = (key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            key_mark = _position(key_node.start_mark)
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
                 raise SpecError(Location(source.path, *key_mark), "mapping keys must be plain strings")
             key = key_node.value
@@ -134,7 +137,7 @@ def _convert(source: SpecSource, loader, node: yaml.Node, path: Path_, depth: in
         source.value_marks[path] = (line, col, False)
         return [_convert(source, loader, item, path + (i,), depth + 1) for i, item in enumerate(node.value)]
     assert isinstance(node, yaml.ScalarNode)
-    exact = node.style in (None, "", "'", '"') and start.line == node.end_mark.line
+    exact = node.style in (None, "", "'", '"') and node.start_mark.line == node.end_mark.line
     if node.style in ("'", '"'):
         col += 1
         exact = exact and "\\" not in node.value and "''" not in _raw_text(node)
