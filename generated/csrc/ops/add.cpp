@@ -189,7 +189,7 @@ at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::Sym
 
 std::tuple<at::Tensor, at::Tensor> add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = add_backward_check(grad, alpha, a__shape, b__shape);
-  at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g1 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
                    .add_output(_g1)
                    .add_const_input(grad)

@@ -67,7 +67,7 @@ void add_n_compute(at::TensorList xs, const at::Tensor& _out) {
     _xs.push_back(_t.scalar_type() == _dtype ? _t : _t.to(_dtype));
   }
   const bool _direct = _out.is_contiguous();
-  const at::Tensor _result = _direct ? _out : at::empty(_out.sizes(), _out.options());
+  const at::Tensor _result = _direct ? _out : opgen::new_output(_out.sym_sizes(), _out.options());
 #if defined(OPGEN_WITH_CUDA)
   if (_result.is_cuda()) {
     add_n_cuda(_result, _xs);

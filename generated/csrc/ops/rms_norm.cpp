@@ -61,7 +61,7 @@ void rms_norm_compute(const at::Tensor& x, const at::Tensor& weight, double eps,
   const at::Tensor _x = x.scalar_type() == _dtype ? x : x.to(_dtype);
   const at::Tensor _weight = weight.scalar_type() == _dtype ? weight : weight.to(_dtype);
   const bool _direct = _out.is_contiguous();
-  const at::Tensor _result = _direct ? _out : at::empty(_out.sizes(), _out.options());
+  const at::Tensor _result = _direct ? _out : opgen::new_output(_out.sym_sizes(), _out.options());
   {
     TORCH_CHECK(_result.is_cpu(), _op, "(): no kernel for device ", _result.device());
     rms_norm_cpu(_result, _x, _weight, eps);
@@ -107,8 +107,8 @@ std::tuple<at::Tensor, at::Tensor> rms_norm_backward_prepare(const at::Tensor& g
   opgen::check_defined(result, _bw_op, "result");
   const at::ScalarType _dtype = grad.scalar_type();
   TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
-  at::Tensor grad_x = output_mask[0] ? at::empty_symint(x.sym_sizes(), x.options().dtype(_dtype)) : at::Tensor();
-  at::Tensor grad_weight = output_mask[1] ? at::empty_symint(weight.sym_sizes(), weight.options().dtype(_dtype)) : at::Tensor();
+  at::Tensor grad_x = output_mask[0] ? opgen::new_output(x.sym_sizes(), x.options().dtype(_dtype)) : at::Tensor();
+  at::Tensor grad_weight = output_mask[1] ? opgen::new_output(weight.sym_sizes(), weight.options().dtype(_dtype)) : at::Tensor();
   return std::make_tuple(grad_x, grad_weight);
 }
 

@@ -156,7 +156,7 @@ at::ScalarType softplus_backward_check(const at::Tensor& grad, const at::Tensor&
 
 at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, double beta, double threshold, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = softplus_backward_check(grad, x, beta, threshold, x__shape);
-  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
                    .add_output(_g0)
                    .add_const_input(grad)

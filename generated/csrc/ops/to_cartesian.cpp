@@ -137,8 +137,8 @@ at::ScalarType to_cartesian_backward_check(const at::Tensor& grad_x, const at::T
 
 std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor& grad_x, const at::Tensor& grad_y, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
-  at::Tensor _g0 = at::empty(grad_x.sizes(), grad_x.options().dtype(_dtype));
-  at::Tensor _g1 = at::empty(grad_x.sizes(), grad_x.options().dtype(_dtype));
+  at::Tensor _g0 = opgen::new_output(grad_x.sym_sizes(), grad_x.options().dtype(_dtype));
+  at::Tensor _g1 = opgen::new_output(grad_x.sym_sizes(), grad_x.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
                    .add_output(_g0)
                    .add_output(_g1)

@@ -155,7 +155,7 @@ at::ScalarType clamp_backward_check(const at::Tensor& grad, const at::Tensor& x,
 
 at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, double min, double max, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = clamp_backward_check(grad, x, min, max, x__shape);
-  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
                    .add_output(_g0)
                    .add_const_input(grad)

@@ -73,7 +73,7 @@ void linear_compute(const at::Tensor& x, const at::Tensor& w, const std::optiona
     _bias = bias->scalar_type() == _dtype ? *bias : bias->to(_dtype);
   }
   const bool _direct = _out.is_contiguous();
-  const at::Tensor _result = _direct ? _out : at::empty(_out.sizes(), _out.options());
+  const at::Tensor _result = _direct ? _out : opgen::new_output(_out.sym_sizes(), _out.options());
   {
     TORCH_CHECK(_result.is_cpu(), _op, "(): no kernel for device ", _result.device());
     linear_cpu(_result, _x, _w, _bias);

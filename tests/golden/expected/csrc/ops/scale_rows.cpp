@@ -167,8 +167,8 @@ at::ScalarType scale_rows_backward_check(const at::Tensor& grad, const at::Tenso
 
 std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
   const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
-  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
-  at::Tensor _g1 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g1 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
                    .add_output(_g0)
                    .add_output(_g1)

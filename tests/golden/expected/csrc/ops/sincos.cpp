@@ -127,7 +127,7 @@ at::ScalarType sincos_backward_check(const at::Tensor& grad_sin, const at::Tenso
 
 at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& grad_cos, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sincos_backward_check(grad_sin, grad_cos, x, scale, x__shape);
-  at::Tensor _g0 = at::empty(grad_sin.sizes(), grad_sin.options().dtype(_dtype));
+  at::Tensor _g0 = opgen::new_output(grad_sin.sym_sizes(), grad_sin.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
                    .add_output(_g0)
                    .add_const_input(grad_sin)

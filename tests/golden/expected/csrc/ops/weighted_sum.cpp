@@ -159,7 +159,7 @@ at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight
 
 std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_dense(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape, b__shape);
-  at::Tensor _g0 = at::empty(grad.sizes(), grad.options().dtype(_dtype));
+  at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   auto _iter = at::TensorIteratorConfig()
                    .add_output(_g0)
                    .add_const_input(grad)
