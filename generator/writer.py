@@ -148,8 +148,7 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path],
         "added": sorted(added),
     })
     backups: list[tuple[Path, Path]] = []  # (backup, original location)
-    placed: list[Path] = []  # renamed into place or written, to remove on failure
-    folders: set[Path] = set()
+    placed: list[str] = []  # renamed into place or written, to remove on failure
     try:
         for target in targets:
             if target.exists():
@@ -158,16 +157,21 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path],
                 backups.append((backup, target))
         for tmp, target in staged:
             os.replace(tmp, target)
-            placed.append(target)
+            placed.append(os.fspath(target))
+        # Plain strings, not Paths: a cold run adds thousands of files, and pathlib's joins and
+        # hashes cost more than the system calls that create them.
+        root = os.fspath(out_dir)
+        folders: set[str] = set()
         for rel_path, content in added.items():
-            target = out_dir / rel_path
-            if target.parent not in folders:
-                target.parent.mkdir(parents=True, exist_ok=True)
-                folders.add(target.parent)
-            _create(target, content, placed)
+            folder = rel_path.rpartition("/")[0]
+            if folder not in folders:
+                os.makedirs(os.path.join(root, folder), exist_ok=True)
+                folders.add(folder)
+            _create(os.path.join(root, rel_path), content, placed)
     except BaseException:
         for target in placed:
-            target.unlink(missing_ok=True)
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(target)
         for backup, target in backups:
             os.replace(backup, target)
         (out_dir / JOURNAL).unlink(missing_ok=True)
@@ -179,7 +183,7 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path],
         _prune_empty(out_dir, target.parent)
 
 
-def _create(path: Path, content: str, placed: list[Path]) -> None:
+def _create(path: str, content: str, placed: list[str]) -> None:
     """Writes a file that must not exist yet, noting it in ``placed`` once it does. Plain os calls:
     a text-mode open() costs several more system calls per file, which add up over thousands."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)

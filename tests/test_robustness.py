@@ -257,3 +257,11 @@ def test_template_cache_problems_never_fail_a_run(tmp_path, monkeypatch):
     shutil.rmtree(tmp_path / "cache")  # gone before the first dump
     env = jinja2.Environment(loader=jinja2.DictLoader({"t": "{{ 6 * 7 }}"}), bytecode_cache=cache)
     assert env.get_template("t").render() == "42"
+
+
+def test_templates_fail_on_a_missing_attribute():
+    # templates read attributes directly (render._CodeGenerator): a missing one fails the render
+    from opgen.render import environment
+
+    with pytest.raises(AttributeError):
+        environment().from_string("{{ x.missing }}").render(x=object())

@@ -3,6 +3,8 @@ and its backward node."""
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from .. import expr as E
 from ..api import aten_expr, cpp
 from ..derivatives import substitute
@@ -67,11 +69,11 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
     return Part(TEMPLATE, text)
 
 
-def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) -> list[dict]:
+def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) -> list[SimpleNamespace]:
     """One tangent function per output: the terms, per input, of the formulas with that output's
     incoming gradient standing for the input's tangent (`grad`) and the other gradients 0."""
     if len(bw.grads) == 1:
-        return [{"name": "tangent", "result": "result", "terms": list(composite.items())}]
+        return [SimpleNamespace(name="tangent", result="result", terms=list(composite.items()))]
     scope = backward.scope(op)
     scope = E.Scope({**scope.names, "grad": E.TENSOR}, True, scope.what)
     out = []
@@ -83,5 +85,5 @@ def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) 
             coefficient = substitute(f, names)
             if coefficient != E.Num(0):
                 terms.append((n, aten_expr.aten(coefficient, scope)))
-        out.append({"name": f"tangent_{r}", "result": r, "terms": terms})
+        out.append(SimpleNamespace(name=f"tangent_{r}", result=r, terms=terms))
     return out

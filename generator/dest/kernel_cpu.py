@@ -4,6 +4,7 @@ built once per CPU capability."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from .. import expr as E
 from ..api import cpp_expr
@@ -22,7 +23,7 @@ class Loop:
     name: str
     attrs: list[ctx.KernelAttr]
     code: cpp_expr.KernelCode
-    calls: dict[str, str]
+    calls: SimpleNamespace  # the argument lists of the loop's lambdas, by kind of call
     lambda_params: str
     scalar_params: str
     vec_params: str
@@ -35,13 +36,13 @@ def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr]) -> L
     def call(elements: list[str], suffix: str) -> str:
         return ", ".join(elements + [h + suffix for h in hoisted])
 
-    calls = {
-        "scalar": call(tensors, ""),
-        "vec": call(tensors, "v"),
-        "reduced_scalar": call([f"static_cast<opmath_t>({t})" for t in tensors], ""),
-        "reduced_vec0": call([f"_{t}_lo" for t in tensors], "v"),
-        "reduced_vec1": call([f"_{t}_hi" for t in tensors], "v"),
-    }
+    calls = SimpleNamespace(
+        scalar=call(tensors, ""),
+        vec=call(tensors, "v"),
+        reduced_scalar=call([f"static_cast<opmath_t>({t})" for t in tensors], ""),
+        reduced_vec0=call([f"_{t}_lo" for t in tensors], "v"),
+        reduced_vec1=call([f"_{t}_hi" for t in tensors], "v"),
+    )
     return Loop(
         name=name,
         attrs=attrs,

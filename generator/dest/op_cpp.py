@@ -3,6 +3,8 @@ op's Autograd section (one translation unit per op: each costs seconds to compil
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from .. import expr as E
 from ..api import cpp, cpp_expr
 from ..library import Library
@@ -27,11 +29,11 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFil
     scope = ctx.check_scope(op)
     bw = backward.plan(op)
     outs = [f"_{n}" for n in op.output_names]  # C++ variables of the outputs: _out, or _<name> for several
-    kernels = [{"name": op.name, "attrs": attrs, "outs": outs, "inputs": [a.name for a in op.tensor_inputs]}]
+    kernels = [SimpleNamespace(name=op.name, attrs=attrs, outs=outs, inputs=[a.name for a in op.tensor_inputs])]
     bw_kernel_call = ""
     if bw is not None and bw.fused:
-        kernels.append({"name": bw.name, "attrs": list(bw.kernel_attrs), "outs": [f"_g{i}" for i in bw.fused],
-                        "inputs": [*bw.grads, *bw.saved]})
+        kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.fused],
+                                       inputs=[*bw.grads, *bw.saved]))
         bw_kernel_call = "".join(
             f", {a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else f", {a.name}" for a in bw.kernel_attrs)
     text = render(
@@ -95,7 +97,7 @@ def emit_custom(op: OpSpec, lib: Library, autograd: Part | None) -> GeneratedFil
     n = len(op.tensor_inputs)
     bw_params = ", ".join([*(f"const at::Tensor& {g}" for g in op.grad_names), cpp.parameters(op.schema.arguments),
                            *(f"const at::Tensor& {r}" for r in op.result_names), f"std::array<bool, {n}> output_mask"])
-    outputs = [{"name": name, "rule": rule, "text": str(rule), "sizes": _shape_sizes(rule, scope), "reduce": _reduce_args(rule)}
+    outputs = [SimpleNamespace(name=name, rule=rule, text=str(rule), sizes=_shape_sizes(rule, scope), reduce=_reduce_args(rule))
                for name, rule in zip(op.output_names, op.shapes)]
     text = render(
         "csrc/ops/custom.cpp.j2",
@@ -137,16 +139,16 @@ def _shape_sizes(rule: ShapeRule, scope) -> list[str]:
             else f"c10::SymInt({cpp_expr.symbolic(s, scope)})" for s in rule.sizes]
 
 
-def _reduce_args(rule: ShapeRule) -> dict | None:
+def _reduce_args(rule: ShapeRule) -> SimpleNamespace | None:
     """C++ for a reduce(x, dim, keepdim) rule of a hand-written kernel: dims and keepdim, literal or arguments."""
     if rule.kind != "reduce":
         return None
     dim = f"int64_t{{{rule.dim}}}" if rule.literal_dim else rule.dim
     keepdim = {"True": "true", "False": "false", None: "false"}.get(rule.keepdim, rule.keepdim)
-    return {"x": rule.tensors[0], "dim": dim, "dim_name": "dim" if rule.literal_dim else rule.dim, "keepdim": keepdim}
+    return SimpleNamespace(x=rule.tensors[0], dim=dim, dim_name="dim" if rule.literal_dim else rule.dim, keepdim=keepdim)
 
 
-def inplace(op: OpSpec) -> dict | None:
+def inplace(op: OpSpec) -> SimpleNamespace | None:
     """`<op>_(Tensor(a!) x, ...) -> ()`: the in-place overload, writing into the first argument."""
     if "inplace" not in op.variants:
         return None
@@ -157,8 +159,8 @@ def inplace(op: OpSpec) -> dict | None:
     rest = head[name_end + 1:]
     assert rest.startswith(f"Tensor {first.name}")
     params = cpp.parameters(op.schema.arguments).replace(f"const at::Tensor& {first.name}", f"at::Tensor& {first.name}", 1)
-    return {"name": f"{op.name}_", "self": first.name, "params": params,
-            "schema": f"{op.name}_(Tensor(a!) {rest[len('Tensor '):]}) -> ()"}
+    return SimpleNamespace(name=f"{op.name}_", self=first.name, params=params,
+                           schema=f"{op.name}_(Tensor(a!) {rest[len('Tensor '):]}) -> ()")
 
 
 def out_schema(op: OpSpec) -> str:

@@ -3,6 +3,8 @@ in _references.py (each op renders its own section of both), stubs, vmap/DTensor
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from dataclasses import dataclass
 
 from .. import expr as E
@@ -38,7 +40,7 @@ def emit_package(lib: Library, sections: dict[str, list[str]]) -> list[Generated
     for op in lib.ops:
         stubs.append(Stub(op.name, wrapper_parameters(op), docstring(op), returns_annotation(op)))
         if (ip := inplace(op)) is not None:
-            stubs.append(Stub(f"{op.name}_", ip["params"], ip["docstring"], "Tensor"))
+            stubs.append(Stub(f"{op.name}_", ip.params, ip.docstring, "Tensor"))
     broadcasting = [op for op in lib.ops if batches_by_broadcasting(op)]
     return [
         GeneratedFile(f"{base}/__init__.py", render("python/__init__.py.j2", ns=lib.namespace, ops=lib.ops)),
@@ -66,13 +68,13 @@ def has_out(op: OpSpec) -> bool:
     return "out" in op.variants
 
 
-def inplace(op: OpSpec) -> dict | None:
+def inplace(op: OpSpec) -> SimpleNamespace | None:
     """The in-place wrapper `<op>_`: the schema's parameters, writing into and returning the first."""
     if "inplace" not in op.variants:
         return None
     first = op.schema.arguments[0].name
     doc = f"In-place {op.name}: writes the result into ``{first}`` (which must have the result's shape and dtype) and returns it.\n"
-    return {"self": first, "params": python.parameters(op.schema.arguments), "docstring": doc}
+    return SimpleNamespace(self=first, params=python.parameters(op.schema.arguments), docstring=doc)
 
 
 def returns_annotation(op: OpSpec) -> str:

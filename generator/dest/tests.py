@@ -28,6 +28,7 @@ def _shapes_text(op: OpSpec) -> str:
 
 
 def _backward(op: OpSpec) -> dict | None:
+    """The backward op's names, written into the test file as a Python dict literal."""
     p = backward.plan(op)
     if p is None:
         return None
