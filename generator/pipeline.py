@@ -15,8 +15,7 @@ import os
 import pickle
 import sys
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
-from functools import partial
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from .config import ProjectConfig
@@ -101,9 +100,16 @@ def _in_workers(config: ProjectConfig, paths: list[Path], n: int) -> list:
         # Each worker pickles its result into a file of its own that it inherits: the executor's
         # pipe moves the ~35 MB that 1,000 specs make about 5x slower than a file in memory.
         spools = [files.enter_context(tempfile.TemporaryFile(dir=_SPOOL_DIR)) for _ in chunks]
+        # The parent unpickles each chunk's result as soon as it is done (~0.2 s for 1,000 specs, most
+        # of it the parsed specs' objects), while the workers go on with the rest. Results come
+        # in the order chunks finish; the library sorts ops and errors by file.
+        results = []
         with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
-            list(pool.map(partial(_parse_and_emit_into, config), chunks, [f.fileno() for f in spools]))
-        return [pickle.loads(_read_from_start(f)) for f in spools]
+            spool_of = {pool.submit(_parse_and_emit_into, config, chunk, f.fileno()): f for chunk, f in zip(chunks, spools)}
+            for done in as_completed(spool_of):
+                done.result()
+                results.append(pickle.loads(_read_from_start(spool_of[done])))
+        return results
 
 
 def _parse_and_emit_into(config: ProjectConfig, paths: list[Path], fd: int) -> None:
