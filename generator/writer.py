@@ -55,33 +55,42 @@ def previous_files(out_dir: Path) -> set[str]:
 
 
 def _is_safe(rel: str) -> bool:
-    p = Path(rel)
-    return not p.is_absolute() and ".." not in p.parts and bool(p.parts)
+    """A path relative to the output folder that stays inside it (as pathlib splits a POSIX path)."""
+    parts = [p for p in rel.split("/") if p not in ("", ".")]
+    return not rel.startswith("/") and ".." not in parts and bool(parts)
 
 
-def _read(path: Path) -> str | None:
+def _read(path: str | Path) -> str | None:
     try:
-        return path.read_text(encoding="utf-8")
+        with open(path, encoding="utf-8") as fh:
+            return fh.read()
     except (FileNotFoundError, UnicodeDecodeError, IsADirectoryError):
         return None
 
 
+# Paths below are plain strings: a library of 1,000 ops has 5,000 files, and pathlib's joins
+# cost more than opening and reading them.
+
+
 def _existing(out_dir: Path) -> set[str]:
     """Every path under ``out_dir``, relative, from one walk (cheaper than a failed open per new file)."""
+    root = os.fspath(out_dir)
     out: set[str] = set()
-    for folder, dirs, names in os.walk(out_dir):
-        rel = Path(folder).relative_to(out_dir)
-        out.update((rel / n).as_posix() for n in (*dirs, *names))
+    for folder, dirs, names in os.walk(root):
+        rel = os.path.relpath(folder, root)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        out.update(prefix + n for n in (*dirs, *names))
     return out
 
 
 def plan(out_dir: Path, files: dict[str, str]) -> Changes:
     changes = Changes()
     existing = _existing(out_dir)
+    root = os.fspath(out_dir)
     for rel, content in files.items():
         if rel not in existing:
             changes.added.append(rel)
-        elif _read(out_dir / rel) != content:
+        elif _read(os.path.join(root, rel)) != content:
             changes.changed.append(rel)
     changes.removed = sorted(f for f in previous_files(out_dir) - set(files) if (out_dir / f).exists())
     return changes
@@ -158,8 +167,6 @@ def _commit(out_dir: Path, staged: list[tuple[Path, Path]], removed: list[Path],
         for tmp, target in staged:
             os.replace(tmp, target)
             placed.append(os.fspath(target))
-        # Plain strings, not Paths: a cold run adds thousands of files, and pathlib's joins and
-        # hashes cost more than the system calls that create them.
         root = os.fspath(out_dir)
         folders: set[str] = set()
         for rel_path, content in added.items():
