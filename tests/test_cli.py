@@ -152,6 +152,20 @@ def test_worker_processes_generate_the_same_tree_and_errors(project, tmp_path, m
     assert errors[0] == errors[1] and errors[0].count("error:") == 4, errors
 
 
+@pytest.mark.parametrize("n_specs, workers", [(1000, 2), (200, 2), (7, 3), (1, 2), (0, 2), (5000, 16)])
+def test_chunks_cover_every_spec_once_and_shrink_towards_the_end(n_specs, workers):
+    from opgen.pipeline import MIN_CHUNK, chunks
+
+    parts = chunks(list(range(n_specs)), workers)
+    assert [p for part in parts for p in part] == list(range(n_specs))
+    sizes = [len(part) for part in parts]
+    assert sizes == sorted(sizes, reverse=True) and all(sizes)
+    assert len(parts) >= min(workers, n_specs)  # every worker gets work when there is enough
+    if n_specs >= 10 * MIN_CHUNK * workers:
+        # guided: the first chunk is half a worker's share, the last ones small
+        assert sizes[0] == -(-n_specs // (2 * workers)) and sizes[-1] <= MIN_CHUNK
+
+
 def test_workers_that_cannot_hand_over_results_fall_back_to_one_process(project, monkeypatch):
     """Workers pickle their results into files in /dev/shm; where those can't be made or written
     (here: the folder is gone), the sequential path makes the same tree."""
