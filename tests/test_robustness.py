@@ -265,3 +265,18 @@ def test_templates_fail_on_a_missing_attribute():
 
     with pytest.raises(AttributeError):
         environment().from_string("{{ x.missing }}").render(x=object())
+
+
+def test_the_writer_reads_files_as_text_mode_open_does(tmp_path):
+    """writer._read (plain os calls, for speed) returns what open(encoding="utf-8").read() does,
+    universal newlines included, and None for what it can't read as UTF-8 text."""
+    from opgen.writer import _read
+
+    cases = {"plain": b"a\nb\n", "crlf": b"a\r\nb\rc\n", "empty": b"", "utf8": "\u00e9\u2211\n".encode(), "big": b"x\n" * 200_000}
+    for name, data in cases.items():
+        (tmp_path / name).write_bytes(data)
+        assert _read(tmp_path / name) == open(tmp_path / name, encoding="utf-8").read(), name
+    (tmp_path / "latin1").write_bytes(b"\xff\xfe")
+    (tmp_path / "folder").mkdir()
+    assert _read(tmp_path / "latin1") is None and _read(tmp_path / "folder") is None
+    assert _read(tmp_path / "missing") is None and _read(tmp_path / "plain" / "below") is None
