@@ -124,16 +124,16 @@ def print_row(row):
           f"  eager {row['eager_fwd_bwd_us']:10.1f}  (us)")
 
 
-def plot(path: Path, rows) -> None:
-    """Throughput (elements per microsecond) against size, one panel per op."""
+def plot(path: Path, rows) -> bool:
+    """Throughput (elements per microsecond) against size, one panel per op; False without matplotlib."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib not installed: no plot (pip install matplotlib)")
-        return
+        print("matplotlib not installed: no plot (pip install -e .[bench])")
+        return False
     ops_ = sorted({r["op"] for r in rows})
     fig, axes = plt.subplots(1, len(ops_), figsize=(5 * len(ops_), 4), squeeze=False)
     series = [("generated_us", "generated"), ("generated_out_us", "generated, out="), ("eager_composite_us", "eager ATen"),
@@ -153,6 +153,7 @@ def plot(path: Path, rows) -> None:
         ax.legend()
     fig.tight_layout()
     fig.savefig(path, dpi=110)
+    return True
 
 
 def write_csv(path: Path, rows):
@@ -183,8 +184,8 @@ def main(argv=None) -> int:
     if not args.quick:
         write_csv(Path(args.out) / "kernels.csv", kernels)
         write_csv(Path(args.out) / "overhead.csv", overhead)
-        plot(Path(args.out) / "kernels.png", [r for r in kernels if r["dtype"] == "float32"])
-        print(f"wrote {args.out}/kernels.csv, overhead.csv and kernels.png")
+        plotted = plot(Path(args.out) / "kernels.png", [r for r in kernels if r["dtype"] == "float32"])
+        print(f"wrote {args.out}/kernels.csv, overhead.csv" + (" and kernels.png" if plotted else ""))
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         import generator_speed
 
