@@ -3,9 +3,8 @@ in _references.py (each op renders its own section of both), stubs, vmap/DTensor
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from dataclasses import dataclass
+from types import SimpleNamespace
 
 from .. import expr as E
 from ..api import python
