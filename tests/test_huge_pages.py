@@ -56,16 +56,6 @@ def test_large_reduction_output_asks_for_huge_pages(built_ops):
     assert out[0].item() == 2.0
 
 
-def test_passed_through_gradient_asks_for_huge_pages(built_ops):
-    # weighted_sum's gradient for b is grad itself, copied so that it does not alias grad
-    a, b = torch.ones(N, requires_grad=True), torch.ones(N, requires_grad=True)
-    grad = torch.ones(N)
-    grad_a, grad_b = torch.autograd.grad(built_ops.weighted_sum(a, b, weight=2.0), (a, b), grad)
-    assert "hg" in vm_flags(huge_page_inside(grad_a))
-    assert "hg" in vm_flags(huge_page_inside(grad_b))
-    assert grad_b.data_ptr() != grad.data_ptr()
-
-
 @pytest.mark.skipif(os.environ.get("THP_MEM_ALLOC_ENABLE") == "1", reason="torch itself asks for huge pages under THP_MEM_ALLOC_ENABLE=1")
 def test_flag_is_opgens_doing():
     # the control: torch's own allocation of the same size carries no such advice

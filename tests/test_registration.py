@@ -32,6 +32,26 @@ def test_export_records_the_op(built_ops):
     torch.testing.assert_close(ep.module()(x, y), torch.relu(x) + 2 * y)
 
 
+def test_passed_through_gradient_is_not_copied(built_ops):
+    # weighted_sum's formula for b is `grad`: the node passes grad on, as eager autograd of `a + b`
+    # does, and the backward op computes only a's gradient
+    a, b = torch.randn(4, 3, requires_grad=True), torch.randn(4, 3, requires_grad=True)
+    grad = torch.randn(4, 3)
+    grad_a, grad_b = torch.autograd.grad(built_ops.weighted_sum(a, b, weight=2.0), (a, b), grad)
+    assert grad_b.data_ptr() == grad.data_ptr()
+    torch.testing.assert_close(grad_a, 2 * grad)
+    assert built_ops.weighted_sum_backward.default._schema.returns[0].type.kind() == "TensorType"
+    # broadcast: reduced to b's shape; float16 b: cast to its dtype
+    b = torch.randn(3, dtype=torch.float16, requires_grad=True)
+    grad_a, grad_b = torch.autograd.grad(built_ops.weighted_sum(a, b, weight=2.0), (a, b), grad)
+    assert grad_b.dtype == torch.float16 and grad_b.shape == (3,)
+    torch.testing.assert_close(grad_b, grad.sum(0).half())
+    # only b requires grad: the backward op is not called at all
+    with torch.profiler.profile() as prof:
+        (grad_b,) = torch.autograd.grad(built_ops.weighted_sum(a.detach(), b, weight=2.0), (b,), grad)
+    assert not [e for e in prof.events() if "weighted_sum_backward" in e.name]
+
+
 # ---- bad calls to specific ops ---------------------------------------------------------
 
 

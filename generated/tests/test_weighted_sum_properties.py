@@ -42,7 +42,7 @@ def test_matches_float64_reference(overload, case):
 @given(case=S.cases(OP))
 def test_meta_kernel_matches_cpu(overload, case):
     P.meta_matches_cpu(overload, OP, case)
-BACKWARD = {'name': 'weighted_sum_backward', 'inputs': ['a', 'b'], 'saved': [], 'attributes': ['weight'], 'grads': ['grad'], 'results': ['result']}
+BACKWARD = {'name': 'weighted_sum_backward', 'inputs': ['a'], 'saved': [], 'attributes': ['weight'], 'grads': ['grad'], 'results': ['result']}
 
 
 @settings(deadline=None)

@@ -1,10 +1,13 @@
 """The backward of an op with a gradient: the `<op>_backward` op's schema and its kernel code.
 
 `<op>_backward(Tensor grad, <saved tensors>, <attributes>, SymInt[] <input>__shape...)` returns
-one gradient per differentiable input, computed by one fused pass over the output's elements
-and summed back to each input's shape. Only tensors that the formulas read are saved;
-`__` cannot appear in spec names, so the shape arguments never collide with them. An op with
-several outputs takes `Tensor grad_<output>` for each instead of `grad`.
+the gradient of every differentiable input whose formula is not an incoming gradient itself,
+computed by one fused pass over the output's elements and summed back to each input's shape.
+An input whose formula is `grad` gets `grad` from the autograd node, only reduced to its shape,
+as ATen's AddBackward passes it on: no copy, no pass over memory. When every formula is one,
+there is no backward op. Only tensors that the formulas read are saved; `__` cannot appear in
+spec names, so the shape arguments never collide with them. An op with several outputs takes
+`Tensor grad_<output>` for each instead of `grad`.
 """
 
 from __future__ import annotations
@@ -44,21 +47,31 @@ class BackwardPlan:
         return tuple(i for i in range(len(self.formulas)) if self.passthrough(i) is None)
 
     @cached_property
+    def computed(self) -> tuple[str, ...]:
+        """The inputs whose gradients the backward op returns, in signature order; none: no backward op."""
+        return tuple(self.inputs[i] for i in self.fused)
+
+    @cached_property
+    def passed_through(self) -> tuple[tuple[str, str], ...]:
+        """(input, incoming gradient) for the inputs whose gradient the node passes on, only reduced."""
+        return tuple((n, g) for i, n in enumerate(self.inputs) if (g := self.passthrough(i)) is not None)
+
+    @cached_property
     def shape_args(self) -> tuple[str, ...]:
-        return tuple(f"{n}__shape" for n in self.inputs)
+        return tuple(f"{n}__shape" for n in self.computed)
 
     def schema(self) -> str:
         args = [f"Tensor {g}" for g in self.grads] + [f"Tensor {t}" for t in self.saved]
         args += [f"{a.type} {a.name}" for a in self.attributes]
         args += [f"SymInt[] {s}" for s in self.shape_args]
-        rets = "Tensor" if len(self.inputs) == 1 else "(" + ", ".join("Tensor" for _ in self.inputs) + ")"
+        rets = "Tensor" if len(self.computed) == 1 else "(" + ", ".join("Tensor" for _ in self.computed) + ")"
         return f"{self.name}({', '.join(args)}) -> {rets}"
 
     @cached_property
     def return_type(self) -> str:
-        if len(self.inputs) == 1:
+        if len(self.computed) == 1:
             return "at::Tensor"
-        return "std::tuple<" + ", ".join("at::Tensor" for _ in self.inputs) + ">"
+        return "std::tuple<" + ", ".join("at::Tensor" for _ in self.computed) + ">"
 
     @cached_property
     def cpp_params(self) -> str:
@@ -76,7 +89,7 @@ class BackwardPlan:
         """The C++ function type, for Dispatcher::typed<>."""
         parts = ["const at::Tensor&"] * (len(self.grads) + len(self.saved))
         parts += [cpp.argument_type(a.type) for a in self.attributes]
-        parts += ["c10::SymIntArrayRef"] * len(self.inputs)
+        parts += ["c10::SymIntArrayRef"] * len(self.computed)
         return f"{self.return_type}({', '.join(parts)})"
 
 

@@ -56,7 +56,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFil
         has_out="out" in op.variants,
         inplace=inplace(op),
         bool_output=op.kernel.bool_output,
-        bw=bw,
+        bw=bw if bw is not None and bw.computed else None,  # the backward op, when there is one
         bw_kernel_call=bw_kernel_call,
         kernel_call=("".join(", " + a for a in kernel_call.split(", ")) if kernel_call else ""),
     )

@@ -46,7 +46,7 @@ def emit_package(lib: Library, sections: dict[str, list[str]]) -> list[Generated
         GeneratedFile(f"{base}/__init__.pyi", render("python/__init__.pyi.j2", ns=lib.namespace, stubs=stubs)),
         GeneratedFile(f"{base}/py.typed", ""),
         GeneratedFile(f"{base}/_rules.py", render("python/_rules.py.j2", ns=lib.namespace, ops={o.name: len(o.schema.returns) for o in broadcasting},
-                                                  backwards={p.name: len(p.inputs) for p in map(backward.plan, broadcasting) if p})),
+                                                  backwards={p.name: len(p.computed) for p in map(backward.plan, broadcasting) if p and p.computed})),
         GeneratedFile(f"{base}/_library.py", render("python/_library.py.j2", ns=lib.namespace,
                                                     library_file=library_file(lib), build_dir=lib.build_dir_from_python)),
         GeneratedFile(f"{base}/_ops.py", render("python/_ops.py.j2", ns=lib.namespace, sections=sections.get(WRAPPER, []))),

@@ -28,11 +28,12 @@ def _shapes_text(op: OpSpec) -> str:
 
 
 def _backward(op: OpSpec) -> dict | None:
-    """The backward op's names, written into the test file as a Python dict literal."""
+    """The backward op's names, written into the test file as a Python dict literal; "inputs" are
+    those whose gradients it returns."""
     p = backward.plan(op)
-    if p is None:
+    if p is None or not p.computed:
         return None
-    return {"name": p.name, "inputs": list(p.inputs), "saved": list(p.saved), "attributes": [a.name for a in p.attributes],
+    return {"name": p.name, "inputs": list(p.computed), "saved": list(p.saved), "attributes": [a.name for a in p.attributes],
             "grads": list(p.grads), "results": list(p.results)}
 
 

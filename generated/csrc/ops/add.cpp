@@ -172,13 +172,14 @@ void add_inplace_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks,
 }
 
 
-// add_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// add_backward: the gradient of 'b' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "opgen_ops.add_backward";
 
-at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::SymIntArrayRef b__shape) {
   opgen::check_defined(grad, _bw_op, "grad");
   const at::ScalarType _dtype = opgen::result_type({ grad });
   TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
@@ -187,14 +188,9 @@ at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::Sym
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
-  const at::ScalarType _dtype = add_backward_check(grad, alpha, a__shape, b__shape);
+at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntArrayRef b__shape) {
+  const at::ScalarType _dtype = add_backward_check(grad, alpha, b__shape);
   at::Tensor _g1 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g1)
-                   .add_const_input(grad)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g1, { grad })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -206,6 +202,11 @@ std::tuple<at::Tensor, at::Tensor> add_backward_dense(const at::Tensor& grad, do
       &cpu::DEFAULT::add_backward_contiguous;
     _contiguous(_dtype, grad.numel(), _g1.data_ptr(), grad.const_data_ptr(), alpha);
   } else if (grad.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g1)
+                     .add_const_input(grad)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::add_backward_kernel(_iter, alpha);
@@ -222,13 +223,12 @@ std::tuple<at::Tensor, at::Tensor> add_backward_dense(const at::Tensor& grad, do
       _kernel(_iter, alpha);
     }
   }
-  // the gradient of 'a' is grad itself: only reduced to its shape
-  return std::make_tuple(opgen::sum_to_fresh(grad.to(_dtype), opgen::reduced_shape(grad.sym_sizes(), a__shape)), at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), b__shape)));
+  return at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), b__shape));
 }
 
-std::tuple<at::Tensor, at::Tensor> add_backward_meta(const at::Tensor& grad, double alpha, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
-  const at::ScalarType _dtype = add_backward_check(grad, alpha, a__shape, b__shape);
-  return std::make_tuple(at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), a__shape), grad.options().dtype(_dtype)), at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), b__shape), grad.options().dtype(_dtype)));
+at::Tensor add_backward_meta(const at::Tensor& grad, double alpha, c10::SymIntArrayRef b__shape) {
+  const at::ScalarType _dtype = add_backward_check(grad, alpha, b__shape);
+  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), b__shape), grad.options().dtype(_dtype));
 }
 
 }  // namespace opgen_ops
@@ -237,7 +237,7 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("add(Tensor a, Tensor b, *, float alpha=1.0) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("add.out(Tensor a, Tensor b, *, float alpha=1.0, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("add_(Tensor(a!) a, Tensor b, *, float alpha=1.0) -> ()", {at::Tag::pt2_compliant_tag});
-  m.def("add_backward(Tensor grad, float alpha, SymInt[] a__shape, SymInt[] b__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
+  m.def("add_backward(Tensor grad, float alpha, SymInt[] b__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
@@ -282,10 +282,11 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 //
 // Autograd for add, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a AddBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls opgen_ops::add_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls opgen_ops::add_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
+// A gradient that is an incoming one unchanged is passed on, only reduced to its input's shape.
 //   a: grad
 //   b: grad * alpha
 
@@ -333,17 +334,16 @@ torch::autograd::variable_list AddBackward::apply(torch::autograd::variable_list
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("opgen_ops::add_backward", "")
-      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad, alpha, a__shape, b__shape);
-  if (task_should_compute_output(0)) {
-    const at::Tensor& _g = std::get<0>(_grads);
-    out[0] = _g.scalar_type() == a__dtype ? _g : _g.to(a__dtype);
-  }
   if (task_should_compute_output(1)) {
-    const at::Tensor& _g = std::get<1>(_grads);
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opgen_ops::add_backward", "")
+        .typed<at::Tensor(const at::Tensor&, double, c10::SymIntArrayRef)>();
+    const at::Tensor _g = _backward.call(grad, alpha, b__shape);
     out[1] = _g.scalar_type() == b__dtype ? _g : _g.to(b__dtype);
+  }
+  if (task_should_compute_output(0)) {
+    // the gradient of 'a' is grad itself, only reduced to its shape (no copy, as in ATen's AddBackward)
+    out[0] = at::sum_to(grad, a__shape).to(a__dtype);
   }
   return out;
 }

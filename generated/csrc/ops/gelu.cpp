@@ -136,8 +136,9 @@ void gelu_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, to
 }
 
 
-// gelu_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// gelu_backward: the gradient of 'x' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "opgen_ops.gelu_backward";
@@ -156,12 +157,6 @@ at::ScalarType gelu_backward_check(const at::Tensor& grad, const at::Tensor& x, 
 at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = gelu_backward_check(grad, x, approximate, x__shape);
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
-                   .add_const_input(grad)
-                   .add_const_input(x)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -173,6 +168,12 @@ at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
       &cpu::DEFAULT::gelu_backward_contiguous;
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), approximate);
   } else if (grad.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g0)
+                     .add_const_input(grad)
+                     .add_const_input(x)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::gelu_backward_kernel(_iter, approximate);
@@ -241,10 +242,10 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 //
 // Autograd for gelu, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a GeluBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls opgen_ops::gelu_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls opgen_ops::gelu_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
 //   x: grad * where(approximate == 'tanh', 0.5 * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) + 0.5 * x * ((1 - tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)) * tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))) * (0.7978845608028654 * (1 + ((0.044715 * x + 0.044715 * x) * x + 0.044715 * x * x)))), 0.5 * (1 + erf(x * 0.7071067811865476)) + 0.5 * x * (1.1283791670955126 * exp(-(x * 0.7071067811865476 * (x * 0.7071067811865476))) * 0.7071067811865476))
 
 namespace opgen_ops {
@@ -289,12 +290,11 @@ torch::autograd::variable_list GeluBackward::apply(torch::autograd::variable_lis
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("opgen_ops::gelu_backward", "")
-      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad, x, approximate, x__shape);
   if (task_should_compute_output(0)) {
-    const at::Tensor& _g = _grads;
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opgen_ops::gelu_backward", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, c10::SymIntArrayRef)>();
+    const at::Tensor _g = _backward.call(grad, x, approximate, x__shape);
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
   return out;

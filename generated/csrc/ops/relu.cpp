@@ -164,8 +164,9 @@ void relu_inplace_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks
 }
 
 
-// relu_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// relu_backward: the gradient of 'x' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "opgen_ops.relu_backward";
@@ -184,12 +185,6 @@ at::ScalarType relu_backward_check(const at::Tensor& grad, const at::Tensor& x, 
 at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = relu_backward_check(grad, x, x__shape);
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
-                   .add_const_input(grad)
-                   .add_const_input(x)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -201,6 +196,12 @@ at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
       &cpu::DEFAULT::relu_backward_contiguous;
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr());
   } else if (grad.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g0)
+                     .add_const_input(grad)
+                     .add_const_input(x)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::relu_backward_kernel(_iter);
@@ -276,10 +277,10 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 //
 // Autograd for relu, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a ReluBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls opgen_ops::relu_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls opgen_ops::relu_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
 //   x: where(x > 0, grad, 0)
 
 namespace opgen_ops {
@@ -323,12 +324,11 @@ torch::autograd::variable_list ReluBackward::apply(torch::autograd::variable_lis
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("opgen_ops::relu_backward", "")
-      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad, x, x__shape);
   if (task_should_compute_output(0)) {
-    const at::Tensor& _g = _grads;
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opgen_ops::relu_backward", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef)>();
+    const at::Tensor _g = _backward.call(grad, x, x__shape);
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
   return out;

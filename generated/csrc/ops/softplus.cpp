@@ -137,8 +137,9 @@ void softplus_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks
 }
 
 
-// softplus_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// softplus_backward: the gradient of 'x' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "opgen_ops.softplus_backward";
@@ -157,12 +158,6 @@ at::ScalarType softplus_backward_check(const at::Tensor& grad, const at::Tensor&
 at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, double beta, double threshold, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = softplus_backward_check(grad, x, beta, threshold, x__shape);
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
-                   .add_const_input(grad)
-                   .add_const_input(x)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -174,6 +169,12 @@ at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, 
       &cpu::DEFAULT::softplus_backward_contiguous;
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), beta, threshold);
   } else if (grad.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g0)
+                     .add_const_input(grad)
+                     .add_const_input(x)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::softplus_backward_kernel(_iter, beta, threshold);
@@ -242,10 +243,10 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 //
 // Autograd for softplus, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a SoftplusBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls opgen_ops::softplus_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls opgen_ops::softplus_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
 //   x: where(beta * x > threshold, grad, grad * sigmoid(beta * x))
 
 namespace opgen_ops {
@@ -291,12 +292,11 @@ torch::autograd::variable_list SoftplusBackward::apply(torch::autograd::variable
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("opgen_ops::softplus_backward", "")
-      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, double, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad, x, beta, threshold, x__shape);
   if (task_should_compute_output(0)) {
-    const at::Tensor& _g = _grads;
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opgen_ops::softplus_backward", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, double, c10::SymIntArrayRef)>();
+    const at::Tensor _g = _backward.call(grad, x, beta, threshold, x__shape);
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
   return out;

@@ -112,8 +112,9 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_meta(const at::Tensor& r, const 
 
 
 
-// to_cartesian_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// to_cartesian_backward: the gradients of 'r', 'theta' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "opgen_ops.to_cartesian_backward";
@@ -139,16 +140,6 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
   at::Tensor _g0 = opgen::new_output(grad_x.sym_sizes(), grad_x.options().dtype(_dtype));
   at::Tensor _g1 = opgen::new_output(grad_x.sym_sizes(), grad_x.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
-                   .add_output(_g1)
-                   .add_const_input(grad_x)
-                   .add_const_input(grad_y)
-                   .add_const_input(theta)
-                   .add_const_input(x)
-                   .add_const_input(y)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad_x.numel() > 0 && grad_x.is_cpu() && opgen::same_layout_contiguous(_g0, { grad_x, grad_y, theta, x, y })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -160,6 +151,16 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
       &cpu::DEFAULT::to_cartesian_backward_contiguous;
     _contiguous(_dtype, grad_x.numel(), _g0.data_ptr(), _g1.data_ptr(), grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr());
   } else if (grad_x.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g0)
+                     .add_output(_g1)
+                     .add_const_input(grad_x)
+                     .add_const_input(grad_y)
+                     .add_const_input(theta)
+                     .add_const_input(x)
+                     .add_const_input(y)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad_x.is_cuda()) {
       cuda::to_cartesian_backward_kernel(_iter);
@@ -214,10 +215,10 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
 //
 // Autograd for to_cartesian, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a ToCartesianBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls opgen_ops::to_cartesian_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls opgen_ops::to_cartesian_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
 //   r: grad_x * cos(theta) + grad_y * sin(theta)
 //   theta: grad_y * x - grad_x * y
 
@@ -277,17 +278,19 @@ torch::autograd::variable_list ToCartesianBackward::apply(torch::autograd::varia
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("opgen_ops::to_cartesian_backward", "")
-      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
-  if (task_should_compute_output(0)) {
-    const at::Tensor& _g = std::get<0>(_grads);
-    out[0] = _g.scalar_type() == r__dtype ? _g : _g.to(r__dtype);
-  }
-  if (task_should_compute_output(1)) {
-    const at::Tensor& _g = std::get<1>(_grads);
-    out[1] = _g.scalar_type() == theta__dtype ? _g : _g.to(theta__dtype);
+  if (task_should_compute_output(0) || task_should_compute_output(1)) {
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opgen_ops::to_cartesian_backward", "")
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
+    auto _grads = _backward.call(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
+    if (task_should_compute_output(0)) {
+      const at::Tensor& _g = std::get<0>(_grads);
+      out[0] = _g.scalar_type() == r__dtype ? _g : _g.to(r__dtype);
+    }
+    if (task_should_compute_output(1)) {
+      const at::Tensor& _g = std::get<1>(_grads);
+      out[1] = _g.scalar_type() == theta__dtype ? _g : _g.to(theta__dtype);
+    }
   }
   return out;
 }

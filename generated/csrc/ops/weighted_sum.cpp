@@ -142,13 +142,14 @@ void weighted_sum_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySe
 }
 
 
-// weighted_sum_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// weighted_sum_backward: the gradient of 'a' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "opgen_ops.weighted_sum_backward";
 
-at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
+at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
   opgen::check_defined(grad, _bw_op, "grad");
   const at::ScalarType _dtype = opgen::result_type({ grad });
   TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
@@ -157,14 +158,9 @@ at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_dense(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
-  const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape, b__shape);
+at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
+  const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape);
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
-                   .add_const_input(grad)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -176,6 +172,11 @@ std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_dense(const at::Tensor&
       &cpu::DEFAULT::weighted_sum_backward_contiguous;
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), weight);
   } else if (grad.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g0)
+                     .add_const_input(grad)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::weighted_sum_backward_kernel(_iter, weight);
@@ -192,13 +193,12 @@ std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_dense(const at::Tensor&
       _kernel(_iter, weight);
     }
   }
-  // the gradient of 'b' is grad itself: only reduced to its shape
-  return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape)), opgen::sum_to_fresh(grad.to(_dtype), opgen::reduced_shape(grad.sym_sizes(), b__shape)));
+  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape));
 }
 
-std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_meta(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape, c10::SymIntArrayRef b__shape) {
-  const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape, b__shape);
-  return std::make_tuple(at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), a__shape), grad.options().dtype(_dtype)), at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), b__shape), grad.options().dtype(_dtype)));
+at::Tensor weighted_sum_backward_meta(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
+  const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape);
+  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), a__shape), grad.options().dtype(_dtype));
 }
 
 }  // namespace opgen_ops
@@ -206,7 +206,7 @@ std::tuple<at::Tensor, at::Tensor> weighted_sum_backward_meta(const at::Tensor& 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("weighted_sum.out(Tensor a, Tensor b, *, float weight=1.0, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
-  m.def("weighted_sum_backward(Tensor grad, float weight, SymInt[] a__shape, SymInt[] b__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
+  m.def("weighted_sum_backward(Tensor grad, float weight, SymInt[] a__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
@@ -245,10 +245,11 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 //
 // Autograd for weighted_sum, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a WeightedSumBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls opgen_ops::weighted_sum_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls opgen_ops::weighted_sum_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
+// A gradient that is an incoming one unchanged is passed on, only reduced to its input's shape.
 //   a: grad * weight
 //   b: grad
 
@@ -296,17 +297,16 @@ torch::autograd::variable_list WeightedSumBackward::apply(torch::autograd::varia
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("opgen_ops::weighted_sum_backward", "")
-      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad, weight, a__shape, b__shape);
   if (task_should_compute_output(0)) {
-    const at::Tensor& _g = std::get<0>(_grads);
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("opgen_ops::weighted_sum_backward", "")
+        .typed<at::Tensor(const at::Tensor&, double, c10::SymIntArrayRef)>();
+    const at::Tensor _g = _backward.call(grad, weight, a__shape);
     out[0] = _g.scalar_type() == a__dtype ? _g : _g.to(a__dtype);
   }
   if (task_should_compute_output(1)) {
-    const at::Tensor& _g = std::get<1>(_grads);
-    out[1] = _g.scalar_type() == b__dtype ? _g : _g.to(b__dtype);
+    // the gradient of 'b' is grad itself, only reduced to its shape (no copy, as in ATen's AddBackward)
+    out[1] = at::sum_to(grad, b__shape).to(b__dtype);
   }
   return out;
 }

@@ -23,7 +23,7 @@ NAMESPACE = 'opgen_ops'
 # op -> number of outputs
 OPS = {'add': 1, 'add_n': 1, 'clamp': 1, 'gelu': 1, 'isclose': 1, 'relu': 1, 'sigmoid': 1, 'softplus': 1, 'to_cartesian': 2, 'weighted_sum': 1}
 # <op>_backward: number of gradients it returns (its last arguments are their input shapes)
-BACKWARDS = {'add_backward': 2, 'clamp_backward': 1, 'gelu_backward': 1, 'relu_backward': 1, 'sigmoid_backward': 1, 'softplus_backward': 1, 'to_cartesian_backward': 2, 'weighted_sum_backward': 2}
+BACKWARDS = {'add_backward': 1, 'clamp_backward': 1, 'gelu_backward': 1, 'relu_backward': 1, 'sigmoid_backward': 1, 'softplus_backward': 1, 'to_cartesian_backward': 2, 'weighted_sum_backward': 1}
 
 
 def _to_front(t: torch.Tensor, bdim: int | None, rank: int) -> torch.Tensor:

@@ -303,17 +303,6 @@ inline c10::SymDimVector reduced_shape(c10::SymIntArrayRef grad, c10::SymIntArra
   return out;
 }
 
-// at::sum_to that never returns its argument: op outputs must not alias op inputs.
-inline at::Tensor sum_to_fresh(const at::Tensor& t, c10::SymIntArrayRef shape) {
-  at::Tensor r = at::sum_to(t, shape);
-  if (!r.is_same(t)) {
-    return r;
-  }
-  at::Tensor copy = new_output(r.sym_sizes(), r.options());
-  copy.copy_(r);
-  return copy;
-}
-
 // True when every input has the output's shape, dtype and a contiguous layout, so the kernel can
 // run as one flat loop without a TensorIterator (the common case; saves its setup per call).
 inline bool same_layout_contiguous(const at::Tensor& out,

@@ -136,8 +136,9 @@ void clamp_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, t
 }
 
 
-// clamp_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// clamp_backward: the gradient of 'x' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "golden.clamp_backward";
@@ -156,12 +157,6 @@ at::ScalarType clamp_backward_check(const at::Tensor& grad, const at::Tensor& x,
 at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, double min, double max, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = clamp_backward_check(grad, x, min, max, x__shape);
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
-                   .add_const_input(grad)
-                   .add_const_input(x)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -173,6 +168,12 @@ at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, dou
       &cpu::DEFAULT::clamp_backward_contiguous;
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), min, max);
   } else if (grad.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g0)
+                     .add_const_input(grad)
+                     .add_const_input(x)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::clamp_backward_kernel(_iter, min, max);
@@ -241,10 +242,10 @@ TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
 //
 // Autograd for clamp, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a ClampBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls golden::clamp_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls golden::clamp_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
 //   x: where(x >= min, where(x <= max, grad, 0), 0)
 
 namespace golden {
@@ -290,12 +291,11 @@ torch::autograd::variable_list ClampBackward::apply(torch::autograd::variable_li
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("golden::clamp_backward", "")
-      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, double, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad, x, min, max, x__shape);
   if (task_should_compute_output(0)) {
-    const at::Tensor& _g = _grads;
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("golden::clamp_backward", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double, double, c10::SymIntArrayRef)>();
+    const at::Tensor _g = _backward.call(grad, x, min, max, x__shape);
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
   return out;

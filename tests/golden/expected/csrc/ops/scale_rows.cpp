@@ -146,8 +146,9 @@ void scale_rows_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet 
 }
 
 
-// scale_rows_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// scale_rows_backward: the gradients of 'x', 'scale' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "golden.scale_rows_backward";
@@ -169,14 +170,6 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
   const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   at::Tensor _g1 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
-                   .add_output(_g1)
-                   .add_const_input(grad)
-                   .add_const_input(x)
-                   .add_const_input(scale)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x, scale })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -188,6 +181,14 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       &cpu::DEFAULT::scale_rows_backward_contiguous;
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), _g1.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
   } else if (grad.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g0)
+                     .add_output(_g1)
+                     .add_const_input(grad)
+                     .add_const_input(x)
+                     .add_const_input(scale)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad.is_cuda()) {
       cuda::scale_rows_backward_kernel(_iter, offset.toDouble(), power);
@@ -256,10 +257,10 @@ TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
 //
 // Autograd for scale_rows, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a ScaleRowsBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls golden::scale_rows_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls golden::scale_rows_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
 //   x: grad * scale ** power
 //   scale: grad * ((x + offset) * (power * scale ** (power - 1)))
 
@@ -314,17 +315,19 @@ torch::autograd::variable_list ScaleRowsBackward::apply(torch::autograd::variabl
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("golden::scale_rows_backward", "")
-      .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad, x, scale, offset, power, x__shape, scale__shape);
-  if (task_should_compute_output(0)) {
-    const at::Tensor& _g = std::get<0>(_grads);
-    out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
-  }
-  if (task_should_compute_output(1)) {
-    const at::Tensor& _g = std::get<1>(_grads);
-    out[1] = _g.scalar_type() == scale__dtype ? _g : _g.to(scale__dtype);
+  if (task_should_compute_output(0) || task_should_compute_output(1)) {
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("golden::scale_rows_backward", "")
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
+    auto _grads = _backward.call(grad, x, scale, offset, power, x__shape, scale__shape);
+    if (task_should_compute_output(0)) {
+      const at::Tensor& _g = std::get<0>(_grads);
+      out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
+    }
+    if (task_should_compute_output(1)) {
+      const at::Tensor& _g = std::get<1>(_grads);
+      out[1] = _g.scalar_type() == scale__dtype ? _g : _g.to(scale__dtype);
+    }
   }
   return out;
 }

@@ -106,8 +106,9 @@ std::tuple<at::Tensor, at::Tensor> sincos_meta(const at::Tensor& x, double scale
 
 
 
-// sincos_backward: every input's gradient in one fused pass over the output's elements, then
-// summed back to the input's shape. Called by the autograd wrapper through the dispatcher.
+// sincos_backward: the gradient of 'x' in one fused pass over the
+// output's elements, then summed back to the input's shape. Called by the autograd node through
+// the dispatcher.
 namespace {
 
 constexpr const char* _bw_op = "golden.sincos_backward";
@@ -128,13 +129,6 @@ at::ScalarType sincos_backward_check(const at::Tensor& grad_sin, const at::Tenso
 at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& grad_cos, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sincos_backward_check(grad_sin, grad_cos, x, scale, x__shape);
   at::Tensor _g0 = opgen::new_output(grad_sin.sym_sizes(), grad_sin.options().dtype(_dtype));
-  auto _iter = at::TensorIteratorConfig()
-                   .add_output(_g0)
-                   .add_const_input(grad_sin)
-                   .add_const_input(grad_cos)
-                   .add_const_input(x)
-                   .promote_inputs_to_common_dtype(true)
-                   .build();
   if (grad_sin.numel() > 0 && grad_sin.is_cpu() && opgen::same_layout_contiguous(_g0, { grad_sin, grad_cos, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::cpu_has_avx2() ?
@@ -146,6 +140,13 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
       &cpu::DEFAULT::sincos_backward_contiguous;
     _contiguous(_dtype, grad_sin.numel(), _g0.data_ptr(), grad_sin.const_data_ptr(), grad_cos.const_data_ptr(), x.const_data_ptr(), scale);
   } else if (grad_sin.numel() > 0) {
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_g0)
+                     .add_const_input(grad_sin)
+                     .add_const_input(grad_cos)
+                     .add_const_input(x)
+                     .promote_inputs_to_common_dtype(true)
+                     .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad_sin.is_cuda()) {
       cuda::sincos_backward_kernel(_iter, scale);
@@ -200,10 +201,10 @@ TORCH_LIBRARY_IMPL(golden, Meta, m) {
 //
 // Autograd for sincos, built the way ATen's generated VariableType kernels are: the
 // Autograd-key kernel records a SincosBackward node that saves only what the gradient formulas read,
-// and sets the result's tangent when inputs have one (forward-mode AD). The node's backward
-// calls golden::sincos_backward through the dispatcher, so torch.compile and AOTAutograd trace
-// it. A plain autograd Node, unlike torch::autograd::Function, works under torch.func
-// transforms (grad, vjp, jacrev, hessian).
+// and sets the result's tangent when inputs have one (forward-mode AD). A plain autograd Node,
+// unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
+// The node's backward calls golden::sincos_backward through the dispatcher, so torch.compile
+// and AOTAutograd trace it.
 //   x: grad_sin * (cos(scale * x) * scale) + grad_cos * -(sin(scale * x) * scale)
 
 namespace golden {
@@ -252,12 +253,11 @@ torch::autograd::variable_list SincosBackward::apply(torch::autograd::variable_l
     }
     return out;
   }
-  static const auto _backward = c10::Dispatcher::singleton()
-      .findSchemaOrThrow("golden::sincos_backward", "")
-      .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, c10::SymIntArrayRef)>();
-  auto _grads = _backward.call(grad_sin, grad_cos, x, scale, x__shape);
   if (task_should_compute_output(0)) {
-    const at::Tensor& _g = _grads;
+    static const auto _backward = c10::Dispatcher::singleton()
+        .findSchemaOrThrow("golden::sincos_backward", "")
+        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, c10::SymIntArrayRef)>();
+    const at::Tensor _g = _backward.call(grad_sin, grad_cos, x, scale, x__shape);
     out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
   return out;

@@ -23,7 +23,7 @@ NAMESPACE = 'golden'
 # op -> number of outputs
 OPS = {'clamp': 1, 'gelu': 1, 'isclose': 1, 'sincos': 2, 'weighted_sum': 1}
 # <op>_backward: number of gradients it returns (its last arguments are their input shapes)
-BACKWARDS = {'clamp_backward': 1, 'gelu_backward': 1, 'sincos_backward': 1, 'weighted_sum_backward': 2}
+BACKWARDS = {'clamp_backward': 1, 'gelu_backward': 1, 'sincos_backward': 1, 'weighted_sum_backward': 1}
 
 
 def _to_front(t: torch.Tensor, bdim: int | None, rank: int) -> torch.Tensor:
