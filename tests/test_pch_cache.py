@@ -141,3 +141,25 @@ def test_the_shipped_build_includes_the_shared_header_and_keeps_project_flags_ou
         assert f"pch_header = {p.header}" in text
         assert not any(flag.startswith("-I") or flag == "-DOPGEN_HAVE_AVX2" for flag in p.command)
     assert "rule pch" not in text and "-Winvalid-pch" in text
+
+
+@pytest.mark.parametrize("unit", ["obj/DEFAULT/csrc/ops/softplus.cpp.o", "obj/AVX2/csrc/kernels/softplus_cpu.cpp.o"])
+def test_real_units_use_the_precompiled_header(built_ops, unit):
+    # op files compile at another -O level than the header was made with: gcc must still take it
+    # ("!" before the header in -H's include tree; "x" would mean it was rejected)
+    import shlex
+    import subprocess
+
+    from opgen import build
+    from opgen.config import load_config
+
+    config = load_config(Path(__file__).resolve().parent.parent)
+    commands = subprocess.run([build._ninja(), "-C", str(config.build_dir), "-t", "commands", str(config.build_dir / unit)],
+                              check=True, capture_output=True, text=True).stdout.splitlines()
+    args = shlex.split(commands[-1])
+    args[args.index("-o"):args.index("-o") + 2] = ["-fsyntax-only", "-H"]
+    args = [a for a in args if a not in ("-MMD", "-MF") and not a.endswith(".o.d")]
+    included = subprocess.run(args, capture_output=True, text=True)
+    assert included.returncode == 0, included.stderr[-2000:]
+    first = included.stderr.splitlines()[0]
+    assert first.startswith("! ") and first.endswith("pch.h.gch"), included.stderr[:2000]
