@@ -4,10 +4,12 @@ reaches generated code, failures mid-write, concurrent runs, determinism across 
 from __future__ import annotations
 
 import ast
+import itertools
 import os
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import jinja2
@@ -160,6 +162,36 @@ def test_a_failure_while_swapping_files_in_restores_the_previous_tree(tmp_path, 
     assert snapshot(root / "generated") == before
     leftovers = [p.name for p in (root / "generated").rglob(".*") if p.name != ".opgen.lock"]
     assert leftovers == []
+
+
+def test_new_files_created_by_threads_match_and_a_failure_among_them_restores_the_tree(tmp_path, monkeypatch):
+    monkeypatch.setattr(writer, "PARALLEL_CREATE_MIN", 1)
+    monkeypatch.setattr(writer, "CREATE_CHUNK", 1)  # every file its own task: the threads interleave
+    monkeypatch.setattr(writer.os, "sched_getaffinity", lambda pid: {0, 1, 2}, raising=False)
+    root = make_project(tmp_path)
+    assert main(["--project", str(root), "generate"]) == 0
+    sequential = make_project(tmp_path / "sequential")
+    monkeypatch.setattr(writer, "PARALLEL_CREATE_MIN", 10**9)
+    assert main(["--project", str(sequential), "generate"]) == 0
+    assert snapshot(root / "generated") == snapshot(sequential / "generated")
+    monkeypatch.setattr(writer, "PARALLEL_CREATE_MIN", 1)
+    before = snapshot(root / "generated")
+    shutil.copy(ROOT / "specs" / "sigmoid.yaml", root / "specs")  # five new files, two changed ones
+    real_create, calls, lock = writer._create, itertools.count(1), threading.Lock()
+
+    def flaky_create(path, content, placed):
+        with lock:
+            n = next(calls)
+        if n == 3:
+            raise OSError("disk full (simulated)")
+        return real_create(path, content, placed)
+
+    monkeypatch.setattr(writer, "_create", flaky_create)
+    with pytest.raises(OSError, match="disk full"):
+        writer.write_tree(root / "generated", __import__("opgen.cli", fromlist=["_load"])._load(
+            __import__("opgen.config", fromlist=["load_config"]).load_config(root))[1])
+    assert snapshot(root / "generated") == before
+    assert [p.name for p in (root / "generated").rglob(".*") if p.name != ".opgen.lock"] == []
 
 
 KILLED_GENERATE = r"""
