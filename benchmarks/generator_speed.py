@@ -1,5 +1,5 @@
 """Time `opgen generate` and `opgen check` on 100 and 1,000 synthetic specs, and torchgen's
-parse of native_functions.yaml (shipped with torch) per op, in one run. Times are medians of 3
+parse and whole generation of native_functions.yaml (shipped with torch) per op, in one run. Times are medians of 3
 runs. "render" is parsing and rendering in memory (workers included, file writes excluded): on a disk where creating a file
 costs 0.05-0.4 ms, writing the (at most) 5 files of each op can cost as much as making them.
 
@@ -58,7 +58,7 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - start
 
 
-def torchgen_parse_per_op() -> float | None:
+def torchgen_parse_per_op() -> tuple[float, int] | None:
     try:
         import torchgen
         from torchgen.gen import parse_native_yaml
@@ -69,7 +69,25 @@ def torchgen_parse_per_op() -> float | None:
         return None
     start = time.perf_counter()
     parsed = parse_native_yaml(str(base / "native_functions.yaml"), str(base / "tags.yaml"))
-    return (time.perf_counter() - start) / len(parsed.native_functions)
+    return (time.perf_counter() - start) / len(parsed.native_functions), len(parsed.native_functions)
+
+
+def torchgen_generate_per_op(n_ops: int) -> float | None:
+    """A whole `python -m torchgen.gen` run over the wheel's native_functions.yaml (ATen's
+    generated sources and headers into a folder in memory), per native function."""
+    try:
+        import torchgen
+    except ImportError:
+        return None
+    source = Path(torchgen.__file__).parent / "packaged" / "ATen"
+    if not (source / "templates").is_dir():
+        return None
+    with tempfile.TemporaryDirectory(dir=MEMORY_DISK) as out:
+        cmd = [sys.executable, "-m", "torchgen.gen", "--source-path", str(source), "--install_dir", out]
+        os.sync()
+        start = time.perf_counter()
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+        return (time.perf_counter() - start) / n_ops
 
 
 def main() -> int:
@@ -101,9 +119,15 @@ def main() -> int:
                 runs[-1].append(float("nan"))
         cold, warm, check, render, in_memory = (statistics.median(column) for column in zip(*runs))
         print(f"{n:>6} {cold:>15.2f}s {in_memory:>13.2f}s {warm:>16.2f}s {check:>7.2f}s {render:>7.2f}s {cold / n * 1e3:>8.2f}ms")
-    per_op = torchgen_parse_per_op()
-    if per_op is not None:
+    parsed = torchgen_parse_per_op()
+    if parsed is not None:
+        per_op, n_ops = parsed
         print(f"torchgen parse of native_functions.yaml: {per_op * 1e3:.2f} ms per op")
+        generate = torchgen_generate_per_op(n_ops)
+        if generate is not None:
+            print(f"torchgen generate (python -m torchgen.gen, ATen's files, into tmpfs): {generate * 1e3:.2f} ms per op; "
+                  f"opgen's cold generate of {n:,} specs into tmpfs: {in_memory / n * 1e3:.2f} ms per op, "
+                  f"{generate / (in_memory / n):.1f}x faster")
     return 0
 
 
