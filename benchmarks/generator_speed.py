@@ -83,10 +83,15 @@ def torchgen_generate_per_op(n_ops: int) -> float | None:
     if not (source / "templates").is_dir():
         return None
     with tempfile.TemporaryDirectory(dir=MEMORY_DISK) as out:
-        cmd = [sys.executable, "-m", "torchgen.gen", "--source-path", str(source), "--install_dir", out]
+        # every output folder inside `out`: torchgen's defaults for the AOTI shims and the
+        # header-only files are relative to the working directory
+        cmd = [
+            sys.executable, "-m", "torchgen.gen", "--source-path", str(source), "--install_dir", out,
+            "--aoti-install-dir", os.path.join(out, "aoti"), "--headeronly-install-dir", os.path.join(out, "headeronly"),
+        ]
         os.sync()
         start = time.perf_counter()
-        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV, cwd=out)
         return (time.perf_counter() - start) / n_ops
 
 
