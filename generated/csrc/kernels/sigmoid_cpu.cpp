@@ -36,8 +36,11 @@ void sigmoid_loop(at::TensorIteratorBase& _iter) {
 
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void sigmoid_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr) {
+void sigmoid_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _x_ptr) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -46,35 +49,38 @@ void sigmoid_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr)
     return opgen::sigmoid(x);
   };
 
-  auto _body = [&](int64_t _begin, int64_t _end) {
-    int64_t _i = _begin;
-    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
-        at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi)).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t x = _x_ptr[_i];
-        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x)));
-      }
-    } else {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        const _vec x = _vec::loadu(_x_ptr + _i);
-        _f0(x).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t x = _x_ptr[_i];
-        _out[_i] = _f0(x);
-      }
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi)).store(_out + _i);
     }
-  };
-  if (_n < at::internal::GRAIN_SIZE) {
-    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    for (; _i < _end; ++_i) {
+      const scalar_t x = _x_ptr[_i];
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x)));
+    }
   } else {
-    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      _f0(x).store(_out + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t x = _x_ptr[_i];
+      _out[_i] = _f0(x);
+    }
   }
 }
 
+template <typename scalar_t>
+void sigmoid_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    sigmoid_contiguous_chunk<scalar_t>(0, _n, _out, _x_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      sigmoid_contiguous_chunk<scalar_t>(_begin, _end, _out, _x_ptr);
+    });
+  }
+}
 template <typename scalar_t>
 void sigmoid_backward_loop(at::TensorIteratorBase& _iter) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -104,8 +110,11 @@ void sigmoid_backward_loop(at::TensorIteratorBase& _iter) {
 
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void sigmoid_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _result_ptr) {
+void sigmoid_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _result_ptr) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -114,39 +123,42 @@ void sigmoid_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t
     return ((grad * result) * (_t(1.0) - result));
   };
 
-  auto _body = [&](int64_t _begin, int64_t _end) {
-    int64_t _i = _begin;
-    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
-        auto [_result_lo, _result_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_result_ptr + _i));
-        at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _result_lo), _f0(_grad_hi, _result_hi)).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t grad = _grad_ptr[_i];
-        const scalar_t result = _result_ptr[_i];
-        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(result)));
-      }
-    } else {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        const _vec grad = _vec::loadu(_grad_ptr + _i);
-        const _vec result = _vec::loadu(_result_ptr + _i);
-        _f0(grad, result).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t grad = _grad_ptr[_i];
-        const scalar_t result = _result_ptr[_i];
-        _out[_i] = _f0(grad, result);
-      }
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_result_lo, _result_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_result_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _result_lo), _f0(_grad_hi, _result_hi)).store(_out + _i);
     }
-  };
-  if (_n < at::internal::GRAIN_SIZE) {
-    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t result = _result_ptr[_i];
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(result)));
+    }
   } else {
-    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec result = _vec::loadu(_result_ptr + _i);
+      _f0(grad, result).store(_out + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t result = _result_ptr[_i];
+      _out[_i] = _f0(grad, result);
+    }
   }
 }
 
+template <typename scalar_t>
+void sigmoid_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _result_ptr) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    sigmoid_backward_contiguous_chunk<scalar_t>(0, _n, _out, _grad_ptr, _result_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      sigmoid_backward_contiguous_chunk<scalar_t>(_begin, _end, _out, _grad_ptr, _result_ptr);
+    });
+  }
+}
 }  // namespace
 
 void sigmoid_kernel(at::TensorIteratorBase& _iter) {

@@ -37,8 +37,11 @@ void gelu_loop(at::TensorIteratorBase& _iter, c10::string_view approximate) {
 
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void gelu_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, c10::string_view approximate) {
+void gelu_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _x_ptr, c10::string_view approximate) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -48,35 +51,38 @@ void gelu_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, c1
     return (_c0 ? ((_t(0.5) * x) * (_t(1.0) + opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) : ((_t(0.5) * x) * (_t(1.0) + opgen::erf((x * _t(0.7071067811865476))))));
   };
 
-  auto _body = [&](int64_t _begin, int64_t _end) {
-    int64_t _i = _begin;
-    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
-        at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi)).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t x = _x_ptr[_i];
-        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x)));
-      }
-    } else {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        const _vec x = _vec::loadu(_x_ptr + _i);
-        _f0(x).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t x = _x_ptr[_i];
-        _out[_i] = _f0(x);
-      }
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi)).store(_out + _i);
     }
-  };
-  if (_n < at::internal::GRAIN_SIZE) {
-    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    for (; _i < _end; ++_i) {
+      const scalar_t x = _x_ptr[_i];
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x)));
+    }
   } else {
-    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      _f0(x).store(_out + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t x = _x_ptr[_i];
+      _out[_i] = _f0(x);
+    }
   }
 }
 
+template <typename scalar_t>
+void gelu_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, c10::string_view approximate) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    gelu_contiguous_chunk<scalar_t>(0, _n, _out, _x_ptr, approximate);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      gelu_contiguous_chunk<scalar_t>(_begin, _end, _out, _x_ptr, approximate);
+    });
+  }
+}
 template <typename scalar_t>
 void gelu_backward_loop(at::TensorIteratorBase& _iter, c10::string_view approximate) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -107,8 +113,11 @@ void gelu_backward_loop(at::TensorIteratorBase& _iter, c10::string_view approxim
 
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void gelu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, c10::string_view approximate) {
+void gelu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, c10::string_view approximate) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -118,39 +127,42 @@ void gelu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _
     return (grad * (_c0 ? ((_t(0.5) * (_t(1.0) + opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) + ((_t(0.5) * x) * ((_t(1.0) - (opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))) * opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) * (_t(0.7978845608028654) * (_t(1.0) + ((((_t(0.044715) * x) + (_t(0.044715) * x)) * x) + ((_t(0.044715) * x) * x))))))) : ((_t(0.5) * (_t(1.0) + opgen::erf((x * _t(0.7071067811865476))))) + ((_t(0.5) * x) * ((_t(1.1283791670955126) * opgen::exp(opgen::neg(((x * _t(0.7071067811865476)) * (x * _t(0.7071067811865476)))))) * _t(0.7071067811865476))))));
   };
 
-  auto _body = [&](int64_t _begin, int64_t _end) {
-    int64_t _i = _begin;
-    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
-        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
-        at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo), _f0(_grad_hi, _x_hi)).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t grad = _grad_ptr[_i];
-        const scalar_t x = _x_ptr[_i];
-        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x)));
-      }
-    } else {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        const _vec grad = _vec::loadu(_grad_ptr + _i);
-        const _vec x = _vec::loadu(_x_ptr + _i);
-        _f0(grad, x).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t grad = _grad_ptr[_i];
-        const scalar_t x = _x_ptr[_i];
-        _out[_i] = _f0(grad, x);
-      }
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo), _f0(_grad_hi, _x_hi)).store(_out + _i);
     }
-  };
-  if (_n < at::internal::GRAIN_SIZE) {
-    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x)));
+    }
   } else {
-    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      _f0(grad, x).store(_out + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      _out[_i] = _f0(grad, x);
+    }
   }
 }
 
+template <typename scalar_t>
+void gelu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, c10::string_view approximate) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    gelu_backward_contiguous_chunk<scalar_t>(0, _n, _out, _grad_ptr, _x_ptr, approximate);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      gelu_backward_contiguous_chunk<scalar_t>(_begin, _end, _out, _grad_ptr, _x_ptr, approximate);
+    });
+  }
+}
 }  // namespace
 
 void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate) {

@@ -41,8 +41,11 @@ void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power
 
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void scale_rows_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+void scale_rows_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -55,39 +58,42 @@ void scale_rows_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_p
     return ((x + _u0) * opgen::pow(scale, _u1));
   };
 
-  auto _body = [&](int64_t _begin, int64_t _end) {
-    int64_t _i = _begin;
-    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
-        auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
-        at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _scale_lo, _u0v, _u1v), _f0(_x_hi, _scale_hi, _u0v, _u1v)).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t x = _x_ptr[_i];
-        const scalar_t scale = _scale_ptr[_i];
-        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1));
-      }
-    } else {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        const _vec x = _vec::loadu(_x_ptr + _i);
-        const _vec scale = _vec::loadu(_scale_ptr + _i);
-        _f0(x, scale, _u0v, _u1v).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t x = _x_ptr[_i];
-        const scalar_t scale = _scale_ptr[_i];
-        _out[_i] = _f0(x, scale, _u0, _u1);
-      }
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _scale_lo, _u0v, _u1v), _f0(_x_hi, _scale_hi, _u0v, _u1v)).store(_out + _i);
     }
-  };
-  if (_n < at::internal::GRAIN_SIZE) {
-    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    for (; _i < _end; ++_i) {
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t scale = _scale_ptr[_i];
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1));
+    }
   } else {
-    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec scale = _vec::loadu(_scale_ptr + _i);
+      _f0(x, scale, _u0v, _u1v).store(_out + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t scale = _scale_ptr[_i];
+      _out[_i] = _f0(x, scale, _u0, _u1);
+    }
   }
 }
 
+template <typename scalar_t>
+void scale_rows_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    scale_rows_contiguous_chunk<scalar_t>(0, _n, _out, _x_ptr, _scale_ptr, offset, power);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      scale_rows_contiguous_chunk<scalar_t>(_begin, _end, _out, _x_ptr, _scale_ptr, offset, power);
+    });
+  }
+}
 template <typename scalar_t>
 void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int64_t power) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -118,8 +124,11 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int6
 
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void scale_rows_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -138,47 +147,50 @@ void scale_rows_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* 
     return (grad * ((x + _u1) * (_u0 * opgen::pow(scale, _u2))));
   };
 
-  auto _body = [&](int64_t _begin, int64_t _end) {
-    int64_t _i = _begin;
-    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
-        auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
-        auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
-        at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f0(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v)).store(_out0 + _i);
-        at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f1(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v)).store(_out1 + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t grad = _grad_ptr[_i];
-        const scalar_t x = _x_ptr[_i];
-        const scalar_t scale = _scale_ptr[_i];
-        _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
-        _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
-      }
-    } else {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        const _vec grad = _vec::loadu(_grad_ptr + _i);
-        const _vec x = _vec::loadu(_x_ptr + _i);
-        const _vec scale = _vec::loadu(_scale_ptr + _i);
-        _f0(grad, x, scale, _u0v, _u1v, _u2v).store(_out0 + _i);
-        _f1(grad, x, scale, _u0v, _u1v, _u2v).store(_out1 + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t grad = _grad_ptr[_i];
-        const scalar_t x = _x_ptr[_i];
-        const scalar_t scale = _scale_ptr[_i];
-        _out0[_i] = _f0(grad, x, scale, _u0, _u1, _u2);
-        _out1[_i] = _f1(grad, x, scale, _u0, _u1, _u2);
-      }
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f0(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v)).store(_out0 + _i);
+      at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f1(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v)).store(_out1 + _i);
     }
-  };
-  if (_n < at::internal::GRAIN_SIZE) {
-    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t scale = _scale_ptr[_i];
+      _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
+      _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
+    }
   } else {
-    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec scale = _vec::loadu(_scale_ptr + _i);
+      _f0(grad, x, scale, _u0v, _u1v, _u2v).store(_out0 + _i);
+      _f1(grad, x, scale, _u0v, _u1v, _u2v).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t scale = _scale_ptr[_i];
+      _out0[_i] = _f0(grad, x, scale, _u0, _u1, _u2);
+      _out1[_i] = _f1(grad, x, scale, _u0, _u1, _u2);
+    }
   }
 }
 
+template <typename scalar_t>
+void scale_rows_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    scale_rows_backward_contiguous_chunk<scalar_t>(0, _n, _out0, _out1, _grad_ptr, _x_ptr, _scale_ptr, offset, power);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      scale_rows_backward_contiguous_chunk<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _scale_ptr, offset, power);
+    });
+  }
+}
 }  // namespace
 
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power) {

@@ -39,8 +39,11 @@ void weighted_sum_loop(at::TensorIteratorBase& _iter, double weight) {
 
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void weighted_sum_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _a_ptr, const scalar_t* _b_ptr, double weight) {
+void weighted_sum_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _a_ptr, const scalar_t* _b_ptr, double weight) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -51,39 +54,42 @@ void weighted_sum_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _a
     return ((_u0 * a) + b);
   };
 
-  auto _body = [&](int64_t _begin, int64_t _end) {
-    int64_t _i = _begin;
-    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        auto [_a_lo, _a_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_a_ptr + _i));
-        auto [_b_lo, _b_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_b_ptr + _i));
-        at::vec::convert_from_float<scalar_t>(_f0(_a_lo, _b_lo, _u0v), _f0(_a_hi, _b_hi, _u0v)).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t a = _a_ptr[_i];
-        const scalar_t b = _b_ptr[_i];
-        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0));
-      }
-    } else {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        const _vec a = _vec::loadu(_a_ptr + _i);
-        const _vec b = _vec::loadu(_b_ptr + _i);
-        _f0(a, b, _u0v).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t a = _a_ptr[_i];
-        const scalar_t b = _b_ptr[_i];
-        _out[_i] = _f0(a, b, _u0);
-      }
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_a_lo, _a_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_a_ptr + _i));
+      auto [_b_lo, _b_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_b_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_a_lo, _b_lo, _u0v), _f0(_a_hi, _b_hi, _u0v)).store(_out + _i);
     }
-  };
-  if (_n < at::internal::GRAIN_SIZE) {
-    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    for (; _i < _end; ++_i) {
+      const scalar_t a = _a_ptr[_i];
+      const scalar_t b = _b_ptr[_i];
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0));
+    }
   } else {
-    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec a = _vec::loadu(_a_ptr + _i);
+      const _vec b = _vec::loadu(_b_ptr + _i);
+      _f0(a, b, _u0v).store(_out + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t a = _a_ptr[_i];
+      const scalar_t b = _b_ptr[_i];
+      _out[_i] = _f0(a, b, _u0);
+    }
   }
 }
 
+template <typename scalar_t>
+void weighted_sum_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _a_ptr, const scalar_t* _b_ptr, double weight) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    weighted_sum_contiguous_chunk<scalar_t>(0, _n, _out, _a_ptr, _b_ptr, weight);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      weighted_sum_contiguous_chunk<scalar_t>(_begin, _end, _out, _a_ptr, _b_ptr, weight);
+    });
+  }
+}
 template <typename scalar_t>
 void weighted_sum_backward_loop(at::TensorIteratorBase& _iter, double weight) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -114,8 +120,11 @@ void weighted_sum_backward_loop(at::TensorIteratorBase& _iter, double weight) {
 
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void weighted_sum_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, double weight) {
+void weighted_sum_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _grad_ptr, double weight) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -126,35 +135,38 @@ void weighted_sum_backward_contiguous_loop(int64_t _n, scalar_t* _out, const sca
     return (grad * _u0);
   };
 
-  auto _body = [&](int64_t _begin, int64_t _end) {
-    int64_t _i = _begin;
-    if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
-        at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _u0v), _f0(_grad_hi, _u0v)).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t grad = _grad_ptr[_i];
-        _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), _u0));
-      }
-    } else {
-      for (; _i + _vec::size() <= _end; _i += _vec::size()) {
-        const _vec grad = _vec::loadu(_grad_ptr + _i);
-        _f0(grad, _u0v).store(_out + _i);
-      }
-      for (; _i < _end; ++_i) {
-        const scalar_t grad = _grad_ptr[_i];
-        _out[_i] = _f0(grad, _u0);
-      }
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _u0v), _f0(_grad_hi, _u0v)).store(_out + _i);
     }
-  };
-  if (_n < at::internal::GRAIN_SIZE) {
-    _body(0, _n);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), _u0));
+    }
   } else {
-    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, _body);
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      _f0(grad, _u0v).store(_out + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      _out[_i] = _f0(grad, _u0);
+    }
   }
 }
 
+template <typename scalar_t>
+void weighted_sum_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, double weight) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    weighted_sum_backward_contiguous_chunk<scalar_t>(0, _n, _out, _grad_ptr, weight);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      weighted_sum_backward_contiguous_chunk<scalar_t>(_begin, _end, _out, _grad_ptr, weight);
+    });
+  }
+}
 }  // namespace
 
 void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight) {
