@@ -1,11 +1,12 @@
 """Precompiled headers shared by every project on the machine.
 
 The generated headers (csrc/opgen_*.h) are the same in every project, and precompiling them is
-the slowest step of a build: 45-50 s per CPU capability, ~480 MB each. So they are precompiled
-once per set of (headers, compiler, flags, torch), into a folder named by a hash of all of them:
+the slowest step of a build (the op files' header 35-50 s and ~480 MB, the kernels' 10-12 s and
+~165 MB per CPU capability). So they are precompiled once per set of (header, headers, compiler,
+flags, torch), into a folder named by a hash of all of them:
 
     <cache>/pch/<key>/opgen_*.h     copies of the generated headers
-                     /pch.h         #include "opgen_pch.h"
+                     /pch.h         #include "opgen_pch.h" (or the header it is made of)
                      /pch.h.gch     the precompiled header
                      /command       how it was made, for people
                      /seconds       how long it took
@@ -35,14 +36,15 @@ from pathlib import Path
 
 from .errors import OpgenError
 
-KEEP = 4  # keys kept: a debug, a sanitize and a CUDA build each have their own
+KEEP = 9  # keys kept: a build uses three (op files; kernels per capability), a debug, a sanitize and a CUDA build their own
 HEADER_SUFFIXES = (".h", ".cuh")
 
 
 @dataclass(frozen=True)
 class SharedPch:
-    label: str  # e.g. "pch/AVX2/opgen_pch.h.gch": what a build reports
+    label: str  # e.g. "pch/AVX2/opgen_kernel_pch.h.gch": what a build reports
     folder: Path
+    entry: str  # the generated header it precompiles, e.g. "opgen_pch.h"
     command: tuple[str, ...]  # the compiler command without input and output
     headers: tuple[Path, ...]  # the generated headers it is made from
 
@@ -77,14 +79,15 @@ def cache_root(fallback: Path) -> Path:
         return fallback
 
 
-def plan(root: Path, label: str, csrc: Path, command: list[str], identity: object) -> SharedPch:
-    """The shared header for ``command`` (compiler and flags) over the headers in ``csrc``;
-    ``identity`` is whatever else decides its content (the installed torch, the compiler's file)."""
+def plan(root: Path, label: str, csrc: Path, command: list[str], identity: object, entry: str = "opgen_pch.h") -> SharedPch:
+    """The shared header ``entry`` of ``csrc``, precompiled by ``command`` (compiler and flags),
+    over the headers in ``csrc``; ``identity`` is whatever else decides its content (the
+    installed torch, the compiler's file)."""
     headers = tuple(sorted(p for p in csrc.iterdir() if p.suffix in HEADER_SUFFIXES and p.is_file()))
-    digest = hashlib.sha256(json.dumps([command, identity], default=str).encode())
+    digest = hashlib.sha256(json.dumps([entry, command, identity], default=str).encode())
     for p in headers:
         digest.update(p.name.encode() + b"\0" + p.read_bytes() + b"\0")
-    return SharedPch(label, root / digest.hexdigest()[:24], tuple(command), headers)
+    return SharedPch(label, root / digest.hexdigest()[:24], entry, tuple(command), headers)
 
 
 def ensure(pchs: list[SharedPch], jobs: int, log: Callable[[str], object] | None = None) -> list[SharedPch]:
@@ -127,7 +130,7 @@ def _make(p: SharedPch, log: Callable[[str], object]) -> bool:
             return False  # another build made it while this one waited
         for h in p.headers:
             shutil.copyfile(h, p.folder / h.name)
-        p.header.write_text('#include "opgen_pch.h"\n', encoding="utf-8")
+        p.header.write_text(f'#include "{p.entry}"\n', encoding="utf-8")
         tmp = p.folder / f"pch.h.gch.{os.getpid()}.tmp"
         cmd = [*p.command, "-x", "c++-header", "-c", str(p.header), "-o", str(tmp)]
         log(f"PCH {p.label} (shared: {p.folder})\n")

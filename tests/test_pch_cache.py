@@ -141,6 +141,23 @@ def test_the_shipped_build_includes_the_shared_header_and_keeps_project_flags_ou
         assert f"pch_header = {p.header}" in text
         assert not any(flag.startswith("-I") or flag == "-DOPGEN_HAVE_AVX2" for flag in p.command)
     assert "rule pch" not in text and "-Winvalid-pch" in text
+    # the op files' header, for DEFAULT only; the kernels' own, one per capability
+    assert sorted(p.label for p in pchs) == ["pch/AVX2/opgen_kernel_pch.h.gch", "pch/DEFAULT/opgen_kernel_pch.h.gch", "pch/DEFAULT/opgen_pch.h.gch"]
+    header_of = {p.entry: str(p.header) for p in pchs if "DEFAULT" in p.label}
+    for unit, entry in (("csrc/ops/softplus.cpp", "opgen_pch.h"), ("csrc/kernels/softplus_cpu.cpp", "opgen_kernel_pch.h"),
+                        ("csrc/library.cpp", "opgen_pch.h"), ("specs/linear.cpu.cpp", "opgen_pch.h")):
+        block = text[text.index(f"{config.build_dir}/obj/DEFAULT/{unit}.o:"):].split("\nbuild ")[0]
+        assert f"pch_header = {header_of[entry]}" in block, (unit, block)
+
+
+def test_the_header_it_precompiles_decides_the_key(tmp_path, cxx):
+    compiler, log = cxx
+    folder = _csrc(tmp_path / "a")
+    (folder / "opgen_kernel_pch.h").write_text('#include "opgen_runtime.h"\n')
+    ops, kernels = (pch_cache.plan(tmp_path / "cache", "x", folder, [str(compiler)], [], entry) for entry in ("opgen_pch.h", "opgen_kernel_pch.h"))
+    assert ops.folder != kernels.folder
+    assert len(pch_cache.ensure([ops, kernels], jobs=2, log=lambda s: None)) == 2
+    assert kernels.header.read_text() == '#include "opgen_kernel_pch.h"\n'
 
 
 @pytest.mark.parametrize("unit", ["obj/DEFAULT/csrc/ops/softplus.cpp.o", "obj/AVX2/csrc/kernels/softplus_cpu.cpp.o"])

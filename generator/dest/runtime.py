@@ -1,4 +1,4 @@
-"""Library-wide C++: runtime and math headers, the precompiled header, TORCH_LIBRARY."""
+"""Library-wide C++: runtime and math headers, the precompiled headers, TORCH_LIBRARY."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ def emit(lib: Library) -> list[GeneratedFile]:
         GeneratedFile("csrc/opgen_reduce.h", render("csrc/opgen_reduce.h.j2")),
         GeneratedFile("csrc/opgen_math_cuda.cuh", render("csrc/opgen_math_cuda.cuh.j2")),
         GeneratedFile("csrc/opgen_pch.h", render("csrc/opgen_pch.h.j2")),
+        GeneratedFile("csrc/opgen_kernel_pch.h", render("csrc/opgen_kernel_pch.h.j2")),
         GeneratedFile("csrc/opgen_autograd.h", render("csrc/opgen_autograd.h.j2")),
         GeneratedFile("csrc/library.cpp", render("csrc/library.cpp.j2", ns=lib.namespace)),
     ]

@@ -202,7 +202,7 @@ torch::autograd::variable_list L2NormBackward::apply(torch::autograd::variable_l
   const at::Tensor result = opgen::unreduce(result_.unpack(getptr()), _ndim, _mask, keepdim);
   [[maybe_unused]] const double count = static_cast<double>(opgen::reduced_count(x__shape, _mask).guard_int(__FILE__, __LINE__));
   [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-  out[0] = (at::where(at::gt(result, _s(0.0)), at::div(at::mul(x, grad), result), _s(0.0))).expand_symint(x__shape).to(x__dtype);
+  out[0] = ([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(result, _c0), at::div(at::mul(x, grad), result), _c0); }()).expand_symint(x__shape).to(x__dtype);
   return out;
 }
 
@@ -240,7 +240,7 @@ at::Tensor l2_norm_autograd(const at::Tensor& x, at::IntArrayRef dim, bool keepd
       [[maybe_unused]] const at::Tensor& result = _result;
       [[maybe_unused]] const double count = static_cast<double>(opgen::reduced_count(_primal.sym_sizes(), _mask).guard_int(__FILE__, __LINE__));
       [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-      _term = (at::where(at::gt(result, _s(0.0)), at::div(at::mul(x, grad), result), _s(0.0))).expand_symint(_primal.sym_sizes());
+      _term = ([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(result, _c0), at::div(at::mul(x, grad), result), _c0); }()).expand_symint(_primal.sym_sizes());
     }
     at::Tensor _tangent = at::sum(_term, opgen::mask_dims(_primal.dim(), _mask), keepdim);
     result._set_fw_grad(_tangent.to(result.scalar_type()), /*level=*/0, /*is_inplace_op=*/false);

@@ -320,7 +320,7 @@ torch::autograd::variable_list ReluBackward::apply(torch::autograd::variable_lis
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (task_should_compute_output(0)) {
-      out[0] = at::sum_to(at::where(at::gt(x, _s(0.0)), grad, _s(0.0)), x__shape).to(x__dtype);
+      out[0] = at::sum_to([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(x, _c0), grad, _c0); }(), x__shape).to(x__dtype);
     }
     return out;
   }
@@ -342,7 +342,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const 
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    at::Tensor _term = at::where(at::gt(x, _s(0.0)), grad, _s(0.0));
+    at::Tensor _term = [&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(x, _c0), grad, _c0); }();
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());

@@ -288,7 +288,7 @@ torch::autograd::variable_list SoftplusBackward::apply(torch::autograd::variable
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (task_should_compute_output(0)) {
-      out[0] = at::sum_to(at::where(at::gt(at::mul(_s(static_cast<double>(beta)), x), _s(static_cast<double>(threshold))), grad, at::mul(grad, at::sigmoid(at::mul(_s(static_cast<double>(beta)), x)))), x__shape).to(x__dtype);
+      out[0] = at::sum_to([&] { const at::Tensor _c0 = at::mul(_s(static_cast<double>(beta)), x); return at::where(at::gt(_c0, _s(static_cast<double>(threshold))), grad, at::mul(grad, at::sigmoid(_c0))); }(), x__shape).to(x__dtype);
     }
     return out;
   }
@@ -310,7 +310,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, double beta, double thr
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    at::Tensor _term = at::where(at::gt(at::mul(_s(static_cast<double>(beta)), x), _s(static_cast<double>(threshold))), grad, at::mul(grad, at::sigmoid(at::mul(_s(static_cast<double>(beta)), x))));
+    at::Tensor _term = [&] { const at::Tensor _c0 = at::mul(_s(static_cast<double>(beta)), x); return at::where(at::gt(_c0, _s(static_cast<double>(threshold))), grad, at::mul(grad, at::sigmoid(_c0))); }();
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());

@@ -249,7 +249,7 @@ torch::autograd::variable_list SincosBackward::apply(torch::autograd::variable_l
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad_sin.options()); };
     if (task_should_compute_output(0)) {
-      out[0] = at::sum_to(at::add(at::mul(grad_sin, at::mul(at::cos(at::mul(_s(static_cast<double>(scale)), x)), _s(static_cast<double>(scale)))), at::mul(grad_cos, at::neg(at::mul(at::sin(at::mul(_s(static_cast<double>(scale)), x)), _s(static_cast<double>(scale)))))), x__shape).to(x__dtype);
+      out[0] = at::sum_to([&] { const at::Tensor _c0 = at::mul(_s(static_cast<double>(scale)), x); return at::add(at::mul(grad_sin, at::mul(at::cos(_c0), _s(static_cast<double>(scale)))), at::mul(grad_cos, at::neg(at::mul(at::sin(_c0), _s(static_cast<double>(scale)))))); }(), x__shape).to(x__dtype);
     }
     return out;
   }
