@@ -10,7 +10,6 @@
 #define OPGEN_PCH_H_
 
 #include "opgen_runtime.h"
-#include "opgen_math.h"
 #include "opgen_autograd.h"
 
 #endif  // OPGEN_PCH_H_
