@@ -173,6 +173,20 @@ def test_large_input_uses_parallel_vector_path(op, typed_api):
     _assert_close(outs, expected, _float_dtype(op), f"{op.name} large")
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
+def test_every_length_through_the_contiguous_loop(op, dtype, typed_api):
+    """Lengths 0..40 take every mix of the contiguous loop's two-vector steps, its one-vector
+    step and its scalar tail (a vector holds 4 float64, 8 float32, 16 bfloat16 on AVX2)."""
+    if _constrained(op) or not _supports(op, dtype):
+        pytest.skip(f"{op.name}: shapes constrained or no {dtype}")
+    gen = torch.Generator().manual_seed(6)
+    attrs = testing.attribute_sets(op)[0]
+    for n in range(41):
+        tensors = {a.name: testing.make_tensor(op, a.name, (n,), DTYPES[dtype], gen) for a in op.tensor_inputs}
+        outs, expected = _run(typed_api, op, tensors, attrs)
+        _assert_close(outs, expected, dtype, f"{op.name} length {n}")
+
+
 def test_mixed_dtypes_promote_like_torch(op, typed_api):
     if _constrained(op) or len(op.tensor_inputs) < 2 or not all(_supports(op, d) for d in ("float16", "float32", "float64")):
         pytest.skip("needs two tensor inputs and float16/32/64")

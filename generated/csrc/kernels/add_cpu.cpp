@@ -67,6 +67,18 @@ void add_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const sc
       _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0));
     }
   } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec a = _vec::loadu(_a_ptr + _i + _k * _vec::size());
+        const _vec b = _vec::loadu(_b_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(a, b, _u0v);
+      }
+      _r0[0].store(_out + _i);
+      _r0[1].store(_out + _i + _vec::size());
+    }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec a = _vec::loadu(_a_ptr + _i);
       const _vec b = _vec::loadu(_b_ptr + _i);
@@ -146,6 +158,17 @@ void add_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out,
       _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), _u0));
     }
   } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad, _u0v);
+      }
+      _r0[0].store(_out + _i);
+      _r0[1].store(_out + _i + _vec::size());
+    }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
       _f0(grad, _u0v).store(_out + _i);

@@ -60,6 +60,17 @@ void relu_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const s
       _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x)));
     }
   } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(x);
+      }
+      _r0[0].store(_out + _i);
+      _r0[1].store(_out + _i + _vec::size());
+    }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec x = _vec::loadu(_x_ptr + _i);
       _f0(x).store(_out + _i);
@@ -136,6 +147,18 @@ void relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out
       _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x)));
     }
   } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad, x);
+      }
+      _r0[0].store(_out + _i);
+      _r0[1].store(_out + _i + _vec::size());
+    }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
       const _vec x = _vec::loadu(_x_ptr + _i);

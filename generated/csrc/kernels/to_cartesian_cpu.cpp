@@ -64,6 +64,22 @@ void to_cartesian_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0
       _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(r), static_cast<opmath_t>(theta)));
     }
   } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec r = _vec::loadu(_r_ptr + _i + _k * _vec::size());
+        const _vec theta = _vec::loadu(_theta_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(r, theta);
+        _r1[_k] = _f1(r, theta);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec r = _vec::loadu(_r_ptr + _i);
       const _vec theta = _vec::loadu(_theta_ptr + _i);
@@ -151,6 +167,25 @@ void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar
       _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
     }
   } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad_x = _vec::loadu(_grad_x_ptr + _i + _k * _vec::size());
+        const _vec grad_y = _vec::loadu(_grad_y_ptr + _i + _k * _vec::size());
+        const _vec theta = _vec::loadu(_theta_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec y = _vec::loadu(_y_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad_x, grad_y, theta, x, y);
+        _r1[_k] = _f1(grad_x, grad_y, theta, x, y);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad_x = _vec::loadu(_grad_x_ptr + _i);
       const _vec grad_y = _vec::loadu(_grad_y_ptr + _i);

@@ -66,6 +66,21 @@ void sincos_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scal
       _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(x), _u0));
     }
   } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(x, _u0v);
+        _r1[_k] = _f1(x, _u0v);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec x = _vec::loadu(_x_ptr + _i);
       _f0(x, _u0v).store(_out0 + _i);
@@ -151,6 +166,19 @@ void sincos_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _o
       _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_sin), static_cast<opmath_t>(grad_cos), static_cast<opmath_t>(x), _u0));
     }
   } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad_sin = _vec::loadu(_grad_sin_ptr + _i + _k * _vec::size());
+        const _vec grad_cos = _vec::loadu(_grad_cos_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad_sin, grad_cos, x, _u0v);
+      }
+      _r0[0].store(_out + _i);
+      _r0[1].store(_out + _i + _vec::size());
+    }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad_sin = _vec::loadu(_grad_sin_ptr + _i);
       const _vec grad_cos = _vec::loadu(_grad_cos_ptr + _i);
