@@ -37,6 +37,9 @@ from .generate import MANIFEST
 CAPABILITY_FLAGS = {
     "DEFAULT": ["-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT"],
     "AVX2": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
+    # ATen's own AVX512 flags (what torch.backends.cpu.get_cpu_capability() == "AVX512" promises)
+    "AVX512": ["-DCPU_CAPABILITY=AVX512", "-DCPU_CAPABILITY_AVX512", "-mavx512f", "-mavx512bw", "-mavx512vl", "-mavx512dq",
+               "-mfma", "-mf16c"],
 }
 OPS_PCH = "opgen_pch.h"  # what the op files, library.cpp and hand-written kernels include
 KERNEL_PCH = "opgen_kernel_pch.h"  # what the generated CPU kernels include
@@ -119,7 +122,7 @@ def cuda_unavailable() -> str | None:
 def capabilities() -> list[str]:
     """The CPU capabilities kernels are compiled for; OPGEN_CPU_CAPABILITIES=DEFAULT narrows them
     (a compile check that needs one variant, e.g. .ci/cuda)."""
-    caps = ["DEFAULT", "AVX2"] if platform.machine() in ("x86_64", "AMD64") else ["DEFAULT"]
+    caps = ["DEFAULT", "AVX2", "AVX512"] if platform.machine() in ("x86_64", "AMD64") else ["DEFAULT"]
     wanted = os.environ.get("OPGEN_CPU_CAPABILITIES")
     if wanted:
         caps = [c for c in caps if c in {w.strip().upper() for w in wanted.split(",")}] or ["DEFAULT"]
@@ -264,7 +267,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
               "-Werror", *opt, *san, *torch_cflags, *(["-DOPGEN_WITH_CUDA"] if cuda else [])]
     caps = capabilities()
     # Only the translation units see these: the shared precompiled header must not depend on them.
-    unit_only = [f"-I{csrc}", *(["-DOPGEN_HAVE_AVX2"] if "AVX2" in caps else []), "-Winvalid-pch", "-Wno-error=invalid-pch"]
+    unit_only = [f"-I{csrc}", *(f"-DOPGEN_HAVE_{cap}" for cap in caps if cap != "DEFAULT"), "-Winvalid-pch", "-Wno-error=invalid-pch"]
 
     import io
 

@@ -4,7 +4,7 @@ project's specs and built extension (and this repository's tests run it on the s
 Each op is checked against its float64 reference on broadcast, transposed, sliced, expanded,
 empty, 0-dim and large inputs in every dtype it declares; through `torch.library.opcheck`;
 FakeTensor against CPU metadata; bad calls (dtype, shape, failed checks) for their messages;
-and the DEFAULT and AVX2 kernel builds, each in its own process.
+and each kernel build the CPU can run (DEFAULT, AVX2, AVX512), each in its own process.
 
 The project is the folder in $OPGEN_PROJECT (default: the current folder). The extension is
 built first (incrementally) unless OPGEN_SKIP_BUILD=1.
@@ -176,7 +176,7 @@ def test_large_input_uses_parallel_vector_path(op, typed_api):
 @pytest.mark.parametrize("dtype", ["float32", "float64", "bfloat16"])
 def test_every_length_through_the_contiguous_loop(op, dtype, typed_api):
     """Lengths 0..40 take every mix of the contiguous loop's two-vector steps, its one-vector
-    step and its scalar tail (a vector holds 4 float64, 8 float32, 16 bfloat16 on AVX2)."""
+    step and its scalar tail (a vector holds 4 float64, 8 float32, 16 bfloat16 on AVX2; twice that on AVX512)."""
     if _constrained(op) or not _supports(op, dtype):
         pytest.skip(f"{op.name}: shapes constrained or no {dtype}")
     gen = torch.Generator().manual_seed(6)
@@ -300,10 +300,14 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("capability", ["default", "avx2"])
+@pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
 def test_each_cpu_capability_kernel(capability, built_ops):
-    if capability == "avx2" and "AVX2" not in torch.backends.cpu.get_cpu_capability() and "AVX512" not in torch.backends.cpu.get_cpu_capability():
-        pytest.skip("this CPU has no AVX2")
+    if capability.upper() not in testing.runnable_cpu_capabilities():
+        pytest.skip(f"this CPU has no {capability.upper()}")
+    from opgen.build import capabilities
+
+    if capability.upper() not in capabilities():
+        pytest.skip(f"this build has no {capability.upper()} kernels")
     script = _CAPABILITY_SCRIPT.format(python=str(_CONFIG.output_dir / "python"), root=str(PROJECT))
     env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
     proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)

@@ -12,6 +12,7 @@ import jinja2.bccache
 import jinja2.compiler
 
 from .api import cpp, python
+from .capabilities import CPU_CAPABILITIES
 
 
 def templates_dir() -> Path:
@@ -103,6 +104,7 @@ def environment() -> jinja2.Environment:
         auto_reload=False,  # one process renders each template many times; no stat() per render
     )
     env.globals["header"] = header
+    env.globals["cpu_capabilities"] = CPU_CAPABILITIES
     env.filters.update(
         cpp_string=cpp.string_literal,
         cpp_comment=cpp.comment,

@@ -209,3 +209,14 @@ def assert_close_to_reference(actual, expected64, dtype_name: str, what: str) ->
     atol, rtol = TOLERANCES[dtype_name]
     torch.testing.assert_close(actual.to(torch.float64), expected64.to(torch.float64), atol=atol, rtol=rtol,
                                equal_nan=True, msg=lambda m: f"{what}: {m}")
+
+
+def runnable_cpu_capabilities() -> list[str]:
+    """The kernel variants this CPU can run (ATEN_CPU_CAPABILITY can select any of them), in
+    ATen's names: DEFAULT, then AVX2 and AVX512 where torch found them."""
+    import torch
+
+    from .capabilities import CPU_CAPABILITIES
+
+    best = torch.backends.cpu.get_cpu_capability()
+    return list(CPU_CAPABILITIES[:CPU_CAPABILITIES.index(best) + 1]) if best in CPU_CAPABILITIES else ["DEFAULT"]

@@ -4,7 +4,7 @@ backward constant) is built and must make the op's generated tests fail.
 
 Prints the kill rate; every mutant must be killed. The kernels are built for the DEFAULT CPU
 capability only: a mutant changes the kernel's source, which every capability compiles alike,
-and the main build covers AVX2."""
+and the main build covers the others."""
 
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import torch
 import yaml
 
+from opgen import testing
 from opgen.build import capabilities
 
 from .test_robustness import HOSTILE_DOC
@@ -161,8 +162,8 @@ def test_init_generate_build_load(tmp_path, built_ops):
     proc = subprocess.run([sys.executable, "-c", SCRIPT, str(project), HOSTILE_DOC], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "user project ok" in proc.stdout
-    runnable = ["default"] + (["avx2"] if torch.backends.cpu.get_cpu_capability() != "DEFAULT" else [])
-    for capability in [c.lower() for c in capabilities() if c.lower() in runnable]:
+    runnable = testing.runnable_cpu_capabilities()
+    for capability in [c.lower() for c in capabilities() if c in runnable]:
         env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
         proc = subprocess.run([sys.executable, "-c", TANH_SCRIPT, str(project)], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -2,7 +2,7 @@
 // Edit the spec and run `opgen generate` instead.
 //
 // CPU kernels of relu: maximum(x, 0)
-// Compiled once per CPU capability (CPU_CAPABILITY = DEFAULT, AVX2); the op picks one at run time.
+// Compiled once per CPU capability (CPU_CAPABILITY = DEFAULT, AVX2, AVX512); the op picks one at run time.
 #include "../opgen_math.h"
 
 namespace opgen_ops::cpu {

@@ -15,6 +15,11 @@ namespace AVX2 {
 void abs_max_kernel(at::TensorIteratorBase& _iter, double _count);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void abs_max_kernel(at::TensorIteratorBase& _iter, double _count);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -66,13 +71,18 @@ void abs_max_compute(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, con
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::abs_max_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::abs_max_kernel :
+      , &cpu::AVX2::abs_max_kernel
 #else
-      &cpu::DEFAULT::abs_max_kernel :
+      , decltype(&cpu::DEFAULT::abs_max_kernel){}
 #endif
-      &cpu::DEFAULT::abs_max_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::abs_max_kernel
+#else
+      , decltype(&cpu::DEFAULT::abs_max_kernel){}
+#endif
+      );
   _kernel(_iter, _count);
 }
 

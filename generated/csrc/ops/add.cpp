@@ -20,6 +20,14 @@ void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
 void add_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g1, const void* _grad_ptr, double alpha);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void add_kernel(at::TensorIteratorBase& _iter, double alpha);
+void add_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double alpha);
+void add_backward_kernel(at::TensorIteratorBase& _iter, double alpha);
+void add_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g1, const void* _grad_ptr, double alpha);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -77,13 +85,18 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
     return;
   }
   if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { a, b })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::add_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::add_contiguous :
+      , &cpu::AVX2::add_contiguous
 #else
-      &cpu::DEFAULT::add_contiguous :
+      , decltype(&cpu::DEFAULT::add_contiguous){}
 #endif
-      &cpu::DEFAULT::add_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::add_contiguous
+#else
+      , decltype(&cpu::DEFAULT::add_contiguous){}
+#endif
+      );
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), alpha);
     return;
   }
@@ -102,13 +115,18 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::add_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::add_kernel :
+      , &cpu::AVX2::add_kernel
 #else
-      &cpu::DEFAULT::add_kernel :
+      , decltype(&cpu::DEFAULT::add_kernel){}
 #endif
-      &cpu::DEFAULT::add_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::add_kernel
+#else
+      , decltype(&cpu::DEFAULT::add_kernel){}
+#endif
+      );
   _kernel(_iter, alpha);
 }
 
@@ -193,13 +211,18 @@ at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntA
   at::Tensor _g1 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g1, { grad })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::add_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::add_backward_contiguous :
+      , &cpu::AVX2::add_backward_contiguous
 #else
-      &cpu::DEFAULT::add_backward_contiguous :
+      , decltype(&cpu::DEFAULT::add_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::add_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::add_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::add_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad.numel(), _g1.data_ptr(), grad.const_data_ptr(), alpha);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -213,13 +236,18 @@ at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntA
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::add_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::add_backward_kernel :
+      , &cpu::AVX2::add_backward_kernel
 #else
-      &cpu::DEFAULT::add_backward_kernel :
+      , decltype(&cpu::DEFAULT::add_backward_kernel){}
 #endif
-      &cpu::DEFAULT::add_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::add_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::add_backward_kernel){}
+#endif
+      );
       _kernel(_iter, alpha);
     }
   }

@@ -15,6 +15,11 @@ namespace AVX2 {
 void logsumexp_kernel(at::TensorIteratorBase& _iter, double _count);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void logsumexp_kernel(at::TensorIteratorBase& _iter, double _count);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -66,13 +71,18 @@ void logsumexp_compute(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, c
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::logsumexp_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::logsumexp_kernel :
+      , &cpu::AVX2::logsumexp_kernel
 #else
-      &cpu::DEFAULT::logsumexp_kernel :
+      , decltype(&cpu::DEFAULT::logsumexp_kernel){}
 #endif
-      &cpu::DEFAULT::logsumexp_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::logsumexp_kernel
+#else
+      , decltype(&cpu::DEFAULT::logsumexp_kernel){}
+#endif
+      );
   _kernel(_iter, _count);
 }
 

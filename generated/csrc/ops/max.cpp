@@ -14,6 +14,11 @@ namespace AVX2 {
 void max_kernel(at::TensorIteratorBase& _iter, double _count);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void max_kernel(at::TensorIteratorBase& _iter, double _count);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -63,13 +68,18 @@ void max_compute(const at::Tensor& x, int64_t dim, bool keepdim, const at::Tenso
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::max_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::max_kernel :
+      , &cpu::AVX2::max_kernel
 #else
-      &cpu::DEFAULT::max_kernel :
+      , decltype(&cpu::DEFAULT::max_kernel){}
 #endif
-      &cpu::DEFAULT::max_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::max_kernel
+#else
+      , decltype(&cpu::DEFAULT::max_kernel){}
+#endif
+      );
   _kernel(_iter, _count);
 }
 

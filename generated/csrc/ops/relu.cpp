@@ -20,6 +20,14 @@ void relu_backward_kernel(at::TensorIteratorBase& _iter);
 void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void relu_kernel(at::TensorIteratorBase& _iter);
+void relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
+void relu_backward_kernel(at::TensorIteratorBase& _iter);
+void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -71,13 +79,18 @@ void relu_compute(const at::Tensor& x, const at::Tensor& _out) {
     return;
   }
   if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::relu_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::relu_contiguous :
+      , &cpu::AVX2::relu_contiguous
 #else
-      &cpu::DEFAULT::relu_contiguous :
+      , decltype(&cpu::DEFAULT::relu_contiguous){}
 #endif
-      &cpu::DEFAULT::relu_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::relu_contiguous
+#else
+      , decltype(&cpu::DEFAULT::relu_contiguous){}
+#endif
+      );
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr());
     return;
   }
@@ -95,13 +108,18 @@ void relu_compute(const at::Tensor& x, const at::Tensor& _out) {
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::relu_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::relu_kernel :
+      , &cpu::AVX2::relu_kernel
 #else
-      &cpu::DEFAULT::relu_kernel :
+      , decltype(&cpu::DEFAULT::relu_kernel){}
 #endif
-      &cpu::DEFAULT::relu_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::relu_kernel
+#else
+      , decltype(&cpu::DEFAULT::relu_kernel){}
+#endif
+      );
   _kernel(_iter);
 }
 
@@ -187,13 +205,18 @@ at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::relu_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::relu_backward_contiguous :
+      , &cpu::AVX2::relu_backward_contiguous
 #else
-      &cpu::DEFAULT::relu_backward_contiguous :
+      , decltype(&cpu::DEFAULT::relu_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::relu_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::relu_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::relu_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr());
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -208,13 +231,18 @@ at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::relu_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::relu_backward_kernel :
+      , &cpu::AVX2::relu_backward_kernel
 #else
-      &cpu::DEFAULT::relu_backward_kernel :
+      , decltype(&cpu::DEFAULT::relu_backward_kernel){}
 #endif
-      &cpu::DEFAULT::relu_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::relu_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::relu_backward_kernel){}
+#endif
+      );
       _kernel(_iter);
     }
   }

@@ -20,6 +20,14 @@ void sigmoid_backward_kernel(at::TensorIteratorBase& _iter);
 void sigmoid_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _result_ptr);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void sigmoid_kernel(at::TensorIteratorBase& _iter);
+void sigmoid_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
+void sigmoid_backward_kernel(at::TensorIteratorBase& _iter);
+void sigmoid_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _result_ptr);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -71,13 +79,18 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
     return;
   }
   if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sigmoid_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sigmoid_contiguous :
+      , &cpu::AVX2::sigmoid_contiguous
 #else
-      &cpu::DEFAULT::sigmoid_contiguous :
+      , decltype(&cpu::DEFAULT::sigmoid_contiguous){}
 #endif
-      &cpu::DEFAULT::sigmoid_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sigmoid_contiguous
+#else
+      , decltype(&cpu::DEFAULT::sigmoid_contiguous){}
+#endif
+      );
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr());
     return;
   }
@@ -95,13 +108,18 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::sigmoid_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sigmoid_kernel :
+      , &cpu::AVX2::sigmoid_kernel
 #else
-      &cpu::DEFAULT::sigmoid_kernel :
+      , decltype(&cpu::DEFAULT::sigmoid_kernel){}
 #endif
-      &cpu::DEFAULT::sigmoid_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sigmoid_kernel
+#else
+      , decltype(&cpu::DEFAULT::sigmoid_kernel){}
+#endif
+      );
   _kernel(_iter);
 }
 
@@ -158,13 +176,18 @@ at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& resu
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, result })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sigmoid_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sigmoid_backward_contiguous :
+      , &cpu::AVX2::sigmoid_backward_contiguous
 #else
-      &cpu::DEFAULT::sigmoid_backward_contiguous :
+      , decltype(&cpu::DEFAULT::sigmoid_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::sigmoid_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sigmoid_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::sigmoid_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), result.const_data_ptr());
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -179,13 +202,18 @@ at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& resu
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::sigmoid_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sigmoid_backward_kernel :
+      , &cpu::AVX2::sigmoid_backward_kernel
 #else
-      &cpu::DEFAULT::sigmoid_backward_kernel :
+      , decltype(&cpu::DEFAULT::sigmoid_backward_kernel){}
 #endif
-      &cpu::DEFAULT::sigmoid_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sigmoid_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::sigmoid_backward_kernel){}
+#endif
+      );
       _kernel(_iter);
     }
   }

@@ -20,6 +20,14 @@ void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double
 void softplus_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, double beta, double threshold);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void softplus_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+void softplus_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double beta, double threshold);
+void softplus_backward_kernel(at::TensorIteratorBase& _iter, double beta, double threshold);
+void softplus_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, double beta, double threshold);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -73,13 +81,18 @@ void softplus_compute(const at::Tensor& x, double beta, double threshold, const 
     return;
   }
   if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::softplus_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::softplus_contiguous :
+      , &cpu::AVX2::softplus_contiguous
 #else
-      &cpu::DEFAULT::softplus_contiguous :
+      , decltype(&cpu::DEFAULT::softplus_contiguous){}
 #endif
-      &cpu::DEFAULT::softplus_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::softplus_contiguous
+#else
+      , decltype(&cpu::DEFAULT::softplus_contiguous){}
+#endif
+      );
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), beta, threshold);
     return;
   }
@@ -97,13 +110,18 @@ void softplus_compute(const at::Tensor& x, double beta, double threshold, const 
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::softplus_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::softplus_kernel :
+      , &cpu::AVX2::softplus_kernel
 #else
-      &cpu::DEFAULT::softplus_kernel :
+      , decltype(&cpu::DEFAULT::softplus_kernel){}
 #endif
-      &cpu::DEFAULT::softplus_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::softplus_kernel
+#else
+      , decltype(&cpu::DEFAULT::softplus_kernel){}
+#endif
+      );
   _kernel(_iter, beta, threshold);
 }
 
@@ -160,13 +178,18 @@ at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, 
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::softplus_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::softplus_backward_contiguous :
+      , &cpu::AVX2::softplus_backward_contiguous
 #else
-      &cpu::DEFAULT::softplus_backward_contiguous :
+      , decltype(&cpu::DEFAULT::softplus_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::softplus_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::softplus_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::softplus_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), beta, threshold);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -181,13 +204,18 @@ at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, 
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::softplus_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::softplus_backward_kernel :
+      , &cpu::AVX2::softplus_backward_kernel
 #else
-      &cpu::DEFAULT::softplus_backward_kernel :
+      , decltype(&cpu::DEFAULT::softplus_backward_kernel){}
 #endif
-      &cpu::DEFAULT::softplus_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::softplus_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::softplus_backward_kernel){}
+#endif
+      );
       _kernel(_iter, beta, threshold);
     }
   }

@@ -15,6 +15,11 @@ namespace AVX2 {
 void sum_squares_kernel(at::TensorIteratorBase& _iter, double _count);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void sum_squares_kernel(at::TensorIteratorBase& _iter, double _count);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -66,13 +71,18 @@ void sum_squares_compute(const at::Tensor& x, at::IntArrayRef dim, bool keepdim,
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::sum_squares_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sum_squares_kernel :
+      , &cpu::AVX2::sum_squares_kernel
 #else
-      &cpu::DEFAULT::sum_squares_kernel :
+      , decltype(&cpu::DEFAULT::sum_squares_kernel){}
 #endif
-      &cpu::DEFAULT::sum_squares_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sum_squares_kernel
+#else
+      , decltype(&cpu::DEFAULT::sum_squares_kernel){}
+#endif
+      );
   _kernel(_iter, _count);
 }
 

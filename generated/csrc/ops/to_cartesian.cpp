@@ -20,6 +20,14 @@ void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void to_cartesian_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -61,13 +69,18 @@ void to_cartesian_compute(const at::Tensor& r, const at::Tensor& theta, const at
     return;
   }
   if (_x.is_cpu() && opgen::same_layout_contiguous(_x, { r, theta })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::to_cartesian_contiguous :
+      , &cpu::AVX2::to_cartesian_contiguous
 #else
-      &cpu::DEFAULT::to_cartesian_contiguous :
+      , decltype(&cpu::DEFAULT::to_cartesian_contiguous){}
 #endif
-      &cpu::DEFAULT::to_cartesian_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_contiguous
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_contiguous){}
+#endif
+      );
     _contiguous(_x.scalar_type(), _x.numel(), _x.data_ptr(), _y.data_ptr(), r.const_data_ptr(), theta.const_data_ptr());
     return;
   }
@@ -87,13 +100,18 @@ void to_cartesian_compute(const at::Tensor& r, const at::Tensor& theta, const at
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::to_cartesian_kernel :
+      , &cpu::AVX2::to_cartesian_kernel
 #else
-      &cpu::DEFAULT::to_cartesian_kernel :
+      , decltype(&cpu::DEFAULT::to_cartesian_kernel){}
 #endif
-      &cpu::DEFAULT::to_cartesian_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_kernel){}
+#endif
+      );
   _kernel(_iter);
 }
 
@@ -142,13 +160,18 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
   at::Tensor _g1 = opgen::new_output(grad_x.sym_sizes(), grad_x.options().dtype(_dtype));
   if (grad_x.numel() > 0 && grad_x.is_cpu() && opgen::same_layout_contiguous(_g0, { grad_x, grad_y, theta, x, y })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::to_cartesian_backward_contiguous :
+      , &cpu::AVX2::to_cartesian_backward_contiguous
 #else
-      &cpu::DEFAULT::to_cartesian_backward_contiguous :
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::to_cartesian_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad_x.numel(), _g0.data_ptr(), _g1.data_ptr(), grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr());
   } else if (grad_x.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -167,13 +190,18 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::to_cartesian_backward_kernel :
+      , &cpu::AVX2::to_cartesian_backward_kernel
 #else
-      &cpu::DEFAULT::to_cartesian_backward_kernel :
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_kernel){}
 #endif
-      &cpu::DEFAULT::to_cartesian_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_kernel){}
+#endif
+      );
       _kernel(_iter);
     }
   }

@@ -20,6 +20,14 @@ void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, double weight);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
+void weighted_sum_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double weight);
+void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
+void weighted_sum_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, double weight);
+}  // namespace AVX512
+#endif
 }  // namespace opgen_ops::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -77,13 +85,18 @@ void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weigh
     return;
   }
   if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { a, b })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::weighted_sum_contiguous :
+      , &cpu::AVX2::weighted_sum_contiguous
 #else
-      &cpu::DEFAULT::weighted_sum_contiguous :
+      , decltype(&cpu::DEFAULT::weighted_sum_contiguous){}
 #endif
-      &cpu::DEFAULT::weighted_sum_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::weighted_sum_contiguous
+#else
+      , decltype(&cpu::DEFAULT::weighted_sum_contiguous){}
+#endif
+      );
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), weight);
     return;
   }
@@ -102,13 +115,18 @@ void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weigh
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::weighted_sum_kernel :
+      , &cpu::AVX2::weighted_sum_kernel
 #else
-      &cpu::DEFAULT::weighted_sum_kernel :
+      , decltype(&cpu::DEFAULT::weighted_sum_kernel){}
 #endif
-      &cpu::DEFAULT::weighted_sum_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::weighted_sum_kernel
+#else
+      , decltype(&cpu::DEFAULT::weighted_sum_kernel){}
+#endif
+      );
   _kernel(_iter, weight);
 }
 
@@ -163,13 +181,18 @@ at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c1
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::weighted_sum_backward_contiguous :
+      , &cpu::AVX2::weighted_sum_backward_contiguous
 #else
-      &cpu::DEFAULT::weighted_sum_backward_contiguous :
+      , decltype(&cpu::DEFAULT::weighted_sum_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::weighted_sum_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::weighted_sum_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::weighted_sum_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), weight);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -183,13 +206,18 @@ at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c1
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::weighted_sum_backward_kernel :
+      , &cpu::AVX2::weighted_sum_backward_kernel
 #else
-      &cpu::DEFAULT::weighted_sum_backward_kernel :
+      , decltype(&cpu::DEFAULT::weighted_sum_backward_kernel){}
 #endif
-      &cpu::DEFAULT::weighted_sum_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::weighted_sum_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::weighted_sum_backward_kernel){}
+#endif
+      );
       _kernel(_iter, weight);
     }
   }

@@ -433,15 +433,20 @@ inline bool all_of(F&&... f) { return (... && to_bool(f())); }
 template <typename... F>
 inline bool any_of(F&&... f) { return (... || to_bool(f())); }
 
-// True when this process may run AVX2 kernels (respects ATEN_CPU_CAPABILITY). The op files take
-// the AVX2 branch only where it was built (OPGEN_HAVE_AVX2); that macro stays out of this header,
-// so one precompiled header serves builds with and without the AVX2 variant.
-inline bool cpu_has_avx2() {
-  static const bool has = [] {
-    const std::string c = at::get_cpu_capability();
-    return c == "AVX2" || c == "AVX512";
-  }();
-  return has;
+// The best of an op's kernel variants this process may run, as ATen picks its own: the CPU and
+// ATEN_CPU_CAPABILITY decide (at::get_cpu_capability()). A variant that was not built is null
+// (the op files pass only those built, OPGEN_HAVE_<capability>; that macro stays out of this
+// header, so one precompiled header serves builds with and without them).
+template <typename F>
+F pick_cpu_kernel(F default_kernel, F avx2_kernel, F avx512_kernel) {
+  const std::string c = at::get_cpu_capability();
+  if (avx512_kernel != nullptr && c == "AVX512") {
+    return avx512_kernel;
+  }
+  if (avx2_kernel != nullptr && (c == "AVX2" || c == "AVX512")) {
+    return avx2_kernel;
+  }
+  return default_kernel;
 }
 
 }  // namespace opgen

@@ -2,7 +2,7 @@
 // Edit the spec and run `opgen generate` instead.
 //
 // CPU kernels of gelu: where(approximate == 'tanh', 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))), 0.5 * x * (1 + erf(x * 0.7071067811865476)))
-// Compiled once per CPU capability (CPU_CAPABILITY = DEFAULT, AVX2); the op picks one at run time.
+// Compiled once per CPU capability (CPU_CAPABILITY = DEFAULT, AVX2, AVX512); the op picks one at run time.
 #include "../opgen_math.h"
 
 namespace golden::cpu {

@@ -20,6 +20,14 @@ void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max
 void clamp_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, double min, double max);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void clamp_kernel(at::TensorIteratorBase& _iter, double min, double max);
+void clamp_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, double min, double max);
+void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max);
+void clamp_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, double min, double max);
+}  // namespace AVX512
+#endif
 }  // namespace golden::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -72,13 +80,18 @@ void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor
     return;
   }
   if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::clamp_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::clamp_contiguous :
+      , &cpu::AVX2::clamp_contiguous
 #else
-      &cpu::DEFAULT::clamp_contiguous :
+      , decltype(&cpu::DEFAULT::clamp_contiguous){}
 #endif
-      &cpu::DEFAULT::clamp_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::clamp_contiguous
+#else
+      , decltype(&cpu::DEFAULT::clamp_contiguous){}
+#endif
+      );
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), min, max);
     return;
   }
@@ -96,13 +109,18 @@ void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::clamp_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::clamp_kernel :
+      , &cpu::AVX2::clamp_kernel
 #else
-      &cpu::DEFAULT::clamp_kernel :
+      , decltype(&cpu::DEFAULT::clamp_kernel){}
 #endif
-      &cpu::DEFAULT::clamp_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::clamp_kernel
+#else
+      , decltype(&cpu::DEFAULT::clamp_kernel){}
+#endif
+      );
   _kernel(_iter, min, max);
 }
 
@@ -159,13 +177,18 @@ at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, dou
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::clamp_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::clamp_backward_contiguous :
+      , &cpu::AVX2::clamp_backward_contiguous
 #else
-      &cpu::DEFAULT::clamp_backward_contiguous :
+      , decltype(&cpu::DEFAULT::clamp_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::clamp_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::clamp_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::clamp_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), min, max);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -180,13 +203,18 @@ at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, dou
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::clamp_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::clamp_backward_kernel :
+      , &cpu::AVX2::clamp_backward_kernel
 #else
-      &cpu::DEFAULT::clamp_backward_kernel :
+      , decltype(&cpu::DEFAULT::clamp_backward_kernel){}
 #endif
-      &cpu::DEFAULT::clamp_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::clamp_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::clamp_backward_kernel){}
+#endif
+      );
       _kernel(_iter, min, max);
     }
   }

@@ -20,6 +20,14 @@ void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approx
 void gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, c10::string_view approximate);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
+void gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, c10::string_view approximate);
+void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate);
+void gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, c10::string_view approximate);
+}  // namespace AVX512
+#endif
 }  // namespace golden::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -72,13 +80,18 @@ void gelu_compute(const at::Tensor& x, c10::string_view approximate, const at::T
     return;
   }
   if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::gelu_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::gelu_contiguous :
+      , &cpu::AVX2::gelu_contiguous
 #else
-      &cpu::DEFAULT::gelu_contiguous :
+      , decltype(&cpu::DEFAULT::gelu_contiguous){}
 #endif
-      &cpu::DEFAULT::gelu_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::gelu_contiguous
+#else
+      , decltype(&cpu::DEFAULT::gelu_contiguous){}
+#endif
+      );
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), approximate);
     return;
   }
@@ -96,13 +109,18 @@ void gelu_compute(const at::Tensor& x, c10::string_view approximate, const at::T
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::gelu_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::gelu_kernel :
+      , &cpu::AVX2::gelu_kernel
 #else
-      &cpu::DEFAULT::gelu_kernel :
+      , decltype(&cpu::DEFAULT::gelu_kernel){}
 #endif
-      &cpu::DEFAULT::gelu_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::gelu_kernel
+#else
+      , decltype(&cpu::DEFAULT::gelu_kernel){}
+#endif
+      );
   _kernel(_iter, approximate);
 }
 
@@ -159,13 +177,18 @@ at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
   at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::gelu_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::gelu_backward_contiguous :
+      , &cpu::AVX2::gelu_backward_contiguous
 #else
-      &cpu::DEFAULT::gelu_backward_contiguous :
+      , decltype(&cpu::DEFAULT::gelu_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::gelu_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::gelu_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::gelu_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), approximate);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -180,13 +203,18 @@ at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::gelu_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::gelu_backward_kernel :
+      , &cpu::AVX2::gelu_backward_kernel
 #else
-      &cpu::DEFAULT::gelu_backward_kernel :
+      , decltype(&cpu::DEFAULT::gelu_backward_kernel){}
 #endif
-      &cpu::DEFAULT::gelu_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::gelu_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::gelu_backward_kernel){}
+#endif
+      );
       _kernel(_iter, approximate);
     }
   }

@@ -14,6 +14,11 @@ namespace AVX2 {
 void isclose_kernel(at::TensorIteratorBase& _iter, double rtol, double atol);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void isclose_kernel(at::TensorIteratorBase& _iter, double rtol, double atol);
+}  // namespace AVX512
+#endif
 }  // namespace golden::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -88,13 +93,18 @@ void isclose_compute(const at::Tensor& a, const at::Tensor& b, double rtol, doub
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::isclose_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::isclose_kernel :
+      , &cpu::AVX2::isclose_kernel
 #else
-      &cpu::DEFAULT::isclose_kernel :
+      , decltype(&cpu::DEFAULT::isclose_kernel){}
 #endif
-      &cpu::DEFAULT::isclose_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::isclose_kernel
+#else
+      , decltype(&cpu::DEFAULT::isclose_kernel){}
+#endif
+      );
   _kernel(_iter, rtol, atol);
 }
 

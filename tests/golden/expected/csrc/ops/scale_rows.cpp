@@ -20,6 +20,14 @@ void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, in
 void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
+}  // namespace AVX512
+#endif
 }  // namespace golden::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -81,13 +89,18 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
     return;
   }
   if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x, scale })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::scale_rows_contiguous :
+      , &cpu::AVX2::scale_rows_contiguous
 #else
-      &cpu::DEFAULT::scale_rows_contiguous :
+      , decltype(&cpu::DEFAULT::scale_rows_contiguous){}
 #endif
-      &cpu::DEFAULT::scale_rows_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_contiguous
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_contiguous){}
+#endif
+      );
     _contiguous(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
     return;
   }
@@ -106,13 +119,18 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::scale_rows_kernel :
+      , &cpu::AVX2::scale_rows_kernel
 #else
-      &cpu::DEFAULT::scale_rows_kernel :
+      , decltype(&cpu::DEFAULT::scale_rows_kernel){}
 #endif
-      &cpu::DEFAULT::scale_rows_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_kernel){}
+#endif
+      );
   _kernel(_iter, offset.toDouble(), power);
 }
 
@@ -172,13 +190,18 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
   at::Tensor _g1 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x, scale })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::scale_rows_backward_contiguous :
+      , &cpu::AVX2::scale_rows_backward_contiguous
 #else
-      &cpu::DEFAULT::scale_rows_backward_contiguous :
+      , decltype(&cpu::DEFAULT::scale_rows_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::scale_rows_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad.numel(), _g0.data_ptr(), _g1.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -195,13 +218,18 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::scale_rows_backward_kernel :
+      , &cpu::AVX2::scale_rows_backward_kernel
 #else
-      &cpu::DEFAULT::scale_rows_backward_kernel :
+      , decltype(&cpu::DEFAULT::scale_rows_backward_kernel){}
 #endif
-      &cpu::DEFAULT::scale_rows_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_backward_kernel){}
+#endif
+      );
       _kernel(_iter, offset.toDouble(), power);
     }
   }

@@ -20,6 +20,14 @@ void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
 void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale);
 }  // namespace AVX2
 #endif
+#if defined(OPGEN_HAVE_AVX512)
+namespace AVX512 {
+void sincos_kernel(at::TensorIteratorBase& _iter, double scale);
+void sincos_contiguous(at::ScalarType _dtype, int64_t _n, void* _sin, void* _cos, const void* _x_ptr, double scale);
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
+void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale);
+}  // namespace AVX512
+#endif
 }  // namespace golden::cpu
 
 #if defined(OPGEN_WITH_CUDA)
@@ -56,13 +64,18 @@ void sincos_compute(const at::Tensor& x, double scale, const at::Tensor& _sin, c
     return;
   }
   if (_sin.is_cpu() && opgen::same_layout_contiguous(_sin, { x })) {
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sincos_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sincos_contiguous :
+      , &cpu::AVX2::sincos_contiguous
 #else
-      &cpu::DEFAULT::sincos_contiguous :
+      , decltype(&cpu::DEFAULT::sincos_contiguous){}
 #endif
-      &cpu::DEFAULT::sincos_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sincos_contiguous
+#else
+      , decltype(&cpu::DEFAULT::sincos_contiguous){}
+#endif
+      );
     _contiguous(_sin.scalar_type(), _sin.numel(), _sin.data_ptr(), _cos.data_ptr(), x.const_data_ptr(), scale);
     return;
   }
@@ -81,13 +94,18 @@ void sincos_compute(const at::Tensor& x, double scale, const at::Tensor& _sin, c
     return;
   }
 #endif
-  static const auto _kernel = opgen::cpu_has_avx2() ?
+  static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::sincos_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sincos_kernel :
+      , &cpu::AVX2::sincos_kernel
 #else
-      &cpu::DEFAULT::sincos_kernel :
+      , decltype(&cpu::DEFAULT::sincos_kernel){}
 #endif
-      &cpu::DEFAULT::sincos_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sincos_kernel
+#else
+      , decltype(&cpu::DEFAULT::sincos_kernel){}
+#endif
+      );
   _kernel(_iter, scale);
 }
 
@@ -131,13 +149,18 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
   at::Tensor _g0 = opgen::new_output(grad_sin.sym_sizes(), grad_sin.options().dtype(_dtype));
   if (grad_sin.numel() > 0 && grad_sin.is_cpu() && opgen::same_layout_contiguous(_g0, { grad_sin, grad_cos, x })) {
     // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
-    static const auto _contiguous = opgen::cpu_has_avx2() ?
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sincos_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sincos_backward_contiguous :
+      , &cpu::AVX2::sincos_backward_contiguous
 #else
-      &cpu::DEFAULT::sincos_backward_contiguous :
+      , decltype(&cpu::DEFAULT::sincos_backward_contiguous){}
 #endif
-      &cpu::DEFAULT::sincos_backward_contiguous;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sincos_backward_contiguous
+#else
+      , decltype(&cpu::DEFAULT::sincos_backward_contiguous){}
+#endif
+      );
     _contiguous(_dtype, grad_sin.numel(), _g0.data_ptr(), grad_sin.const_data_ptr(), grad_cos.const_data_ptr(), x.const_data_ptr(), scale);
   } else if (grad_sin.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
@@ -153,13 +176,18 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
     } else
 #endif
     {
-      static const auto _kernel = opgen::cpu_has_avx2() ?
+      static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::sincos_backward_kernel
 #if defined(OPGEN_HAVE_AVX2)
-      &cpu::AVX2::sincos_backward_kernel :
+      , &cpu::AVX2::sincos_backward_kernel
 #else
-      &cpu::DEFAULT::sincos_backward_kernel :
+      , decltype(&cpu::DEFAULT::sincos_backward_kernel){}
 #endif
-      &cpu::DEFAULT::sincos_backward_kernel;
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::sincos_backward_kernel
+#else
+      , decltype(&cpu::DEFAULT::sincos_backward_kernel){}
+#endif
+      );
       _kernel(_iter, scale);
     }
   }
