@@ -30,11 +30,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import pch_cache
+from .capabilities import CPU_CAPABILITIES
 from .config import ProjectConfig
 from .errors import OpgenError
 from .generate import MANIFEST
 
-CAPABILITY_FLAGS = {
+CAPABILITY_FLAGS = {  # one per CPU_CAPABILITIES, in its order (tests/test_pch_cache.py)
     "DEFAULT": ["-DCPU_CAPABILITY=DEFAULT", "-DCPU_CAPABILITY_DEFAULT"],
     "AVX2": ["-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2", "-mavx2", "-mfma", "-mf16c"],
     # ATen's own AVX512 flags (what torch.backends.cpu.get_cpu_capability() == "AVX512" promises)
@@ -122,7 +123,7 @@ def cuda_unavailable() -> str | None:
 def capabilities() -> list[str]:
     """The CPU capabilities kernels are compiled for; OPGEN_CPU_CAPABILITIES=DEFAULT narrows them
     (a compile check that needs one variant, e.g. .ci/cuda)."""
-    caps = ["DEFAULT", "AVX2", "AVX512"] if platform.machine() in ("x86_64", "AMD64") else ["DEFAULT"]
+    caps = list(CPU_CAPABILITIES) if platform.machine() in ("x86_64", "AMD64") else ["DEFAULT"]
     wanted = os.environ.get("OPGEN_CPU_CAPABILITIES")
     if wanted:
         caps = [c for c in caps if c in {w.strip().upper() for w in wanted.split(",")}] or ["DEFAULT"]

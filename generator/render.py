@@ -108,6 +108,7 @@ def environment() -> jinja2.Environment:
     env.filters.update(
         cpp_string=cpp.string_literal,
         cpp_comment=cpp.comment,
+        cpu_kernel_choice=cpp.cpu_kernel_choice,
         py_docstring=python.docstring,
         py_string=repr,
         repr=python.literal,

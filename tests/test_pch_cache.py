@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from opgen import pch_cache
+from opgen.capabilities import CPU_CAPABILITIES
 from opgen.errors import OpgenError
 
 FAKE_CXX = """#!{python}
@@ -136,6 +137,7 @@ def test_the_shipped_build_includes_the_shared_header_and_keeps_project_flags_ou
     config = dataclasses.replace(load_config(Path(__file__).resolve().parent.parent), build=str(tmp_path / "build"))
     ninja_file, pchs = build.write_ninja(config)
     text = ninja_file.read_text()
+    assert tuple(build.CAPABILITY_FLAGS) == CPU_CAPABILITIES
     assert pchs and all(p.folder.parent == tmp_path / "cache" / "pch" for p in pchs)
     for p in pchs:
         assert f"pch_header = {p.header}" in text

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from ..capabilities import CPU_CAPABILITIES
 from ..schema import Argument, FunctionSchema, Type
 
 _SCALAR_TYPES = {"int": "int64_t", "SymInt": "c10::SymInt", "float": "double", "bool": "bool", "str": "c10::string_view", "Scalar": "at::Scalar"}
@@ -81,3 +82,14 @@ def invisible(c: str) -> bool:
 def float_literal(value: float | int) -> str:
     r = repr(float(value))
     return r if ("e" in r or "." in r) else r + ".0"
+
+
+def cpu_kernel_choice(function: str) -> str:
+    """The expression that picks, once at run time, the best built variant of the CPU kernel
+    ``function`` (declared in ``cpu::<capability>``): opgen::pick_cpu_kernel takes one per
+    capability, null where OPGEN_HAVE_<capability> says it was not built."""
+    lines = [f"opgen::pick_cpu_kernel(&cpu::DEFAULT::{function}"]
+    for cap in CPU_CAPABILITIES[1:]:
+        lines += [f"#if defined(OPGEN_HAVE_{cap})", f"      , &cpu::{cap}::{function}", "#else",
+                  f"      , decltype(&cpu::DEFAULT::{function}){{}}", "#endif"]
+    return "\n".join([*lines, "      )"])
