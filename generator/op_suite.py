@@ -531,6 +531,47 @@ def test_explicit_formulas_agree_with_derived(op):
 
 
 
+
+def test_typed_api_traces_to_the_overloads(op, typed_api):
+    """Eagerly the wrappers call the overloads' C++ callables; under torch.compile (fullgraph) they
+    must still record the OpOverloads themselves, for every variant, with eager's results."""
+    fn, attrs = getattr(typed_api, op.name), testing.attribute_sets(op)[0]
+    tensors = _sample(op, dtype=DTYPES[_float_dtype(op)])
+    args, kwargs = _call_args(op, tensors, attrs)
+    expected = _outs(fn(*args, **kwargs))
+    packet = getattr(getattr(torch.ops, NAMESPACE), op.name)
+    want = {packet.default}
+    if "out" in op.variants:
+        want.add(packet.out)
+    inplace = getattr(typed_api, f"{op.name}_", None)
+    if inplace is not None:
+        want.add(getattr(getattr(torch.ops, NAMESPACE), f"{op.name}_").default)
+    recorded = set()
+
+    def backend(gm, example_inputs):
+        recorded.update(n.target for n in gm.graph.nodes if n.op == "call_function")
+        return gm.forward
+
+    def every_variant(*args):
+        results = _outs(fn(*args, **kwargs))
+        if "out" in op.variants:
+            out = torch.empty_like(results[0])
+            fn(*args, **kwargs, out=out)
+            results += (out,)
+        if inplace is not None:
+            first = args[0].clone()
+            inplace(first, *args[1:], **kwargs)
+            results += (first,)
+        return results
+
+    torch._dynamo.reset()
+    got = torch.compile(every_variant, backend=backend, fullgraph=True)(*args)
+    assert want <= recorded, f"{op.name}: the compiled graph calls {recorded}, not {want}"
+    for result in got[len(expected):]:
+        torch.testing.assert_close(result, expected[0])
+    for result, want_result in zip(got, expected):
+        torch.testing.assert_close(result, want_result)
+
 # ---- out= ---------------------------------------------------------------------------------------
 
 

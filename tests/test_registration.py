@@ -20,6 +20,30 @@ def test_compile_fullgraph_two_ops(built_ops):
     torch.testing.assert_close(compiled(a2, b2), f(a2, b2))
 
 
+
+def test_typed_api_calls_the_overloads_callable_and_stays_transparent(built_ops, typed_api):
+    # eagerly the wrapper skips OpOverload.__call__ (a Python frame) for the C++ callable behind it
+    from opgen_ops import _ops
+
+    assert _ops._weighted_sum__default_eager is built_ops.weighted_sum.default._op
+    assert _ops._relu__inplace_eager is built_ops.relu_.default._op
+
+    # ... which handles __torch_function__ modes (and subclasses) as the overload does
+    class Record(torch.overrides.TorchFunctionMode):
+        def __init__(self):
+            super().__init__()
+            self.funcs = []
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            self.funcs.append(func)
+            return func(*args, **(kwargs or {}))
+
+    a, b, out = torch.randn(3), torch.randn(3), torch.empty(3)
+    with Record() as mode:
+        typed_api.weighted_sum(a, b, weight=2.0)
+        typed_api.weighted_sum(a, b, weight=2.0, out=out)
+    assert mode.funcs == [built_ops.weighted_sum.default, built_ops.weighted_sum.out]
+
 def test_export_records_the_op(built_ops):
     class M(torch.nn.Module):
         def forward(self, x, y):

@@ -67,6 +67,16 @@ def has_out(op: OpSpec) -> bool:
     return "out" in op.variants
 
 
+def overloads(op: OpSpec) -> list[tuple[str, str]]:
+    """The overloads the wrappers call: (name in _ops.py, attribute path under torch.ops.<ns>)."""
+    names = [("default", f"{op.name}.default")]
+    if has_out(op):
+        names.append(("out", f"{op.name}.out"))
+    if "inplace" in op.variants:
+        names.append(("inplace", f"{op.name}_.default"))
+    return names
+
+
 def inplace(op: OpSpec) -> SimpleNamespace | None:
     """The in-place wrapper `<op>_`: the schema's parameters, writing into and returning the first."""
     if "inplace" not in op.variants:
@@ -124,7 +134,7 @@ def reduction_reference(op: OpSpec) -> str:
 def emit_op(op: OpSpec, lib: Library) -> list[Part]:
     """The op's wrapper (in _ops.py) and reference (in _references.py)."""
     params = python.parameters(op.schema.arguments)
-    wrapper = render(WRAPPER, op=op, params=wrapper_parameters(op),
+    wrapper = render(WRAPPER, op=op, params=wrapper_parameters(op), overloads=overloads(op),
                      has_out=has_out(op), returns=returns_annotation(op), inplace=inplace(op),
                      call=python.call_arguments(op.schema.arguments), docstring=docstring(op))
     if op.reference is not None:
