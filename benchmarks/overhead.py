@@ -32,6 +32,10 @@ def main(rounds: int = 11) -> int:
         plain, grad = median[(name, False)], median[(name, True)]
         print(f"  {name:26} {plain:7.2f} ({plain / median[(base, False)]:.2f}x)   with grad {grad:7.2f} "
               f"({grad / median[(base, True)]:.2f}x)")
+    custom = median[("Python custom_op", False)], median[("Python custom_op", True)]
+    for name in ("torch.ops (generated)", "typed API (generated)"):
+        print(f"  Python custom_op / {name}: {custom[0] / median[(name, False)]:.1f}x, "
+              f"with grad {custom[1] / median[(name, True)]:.1f}x")
     return 0
 
 

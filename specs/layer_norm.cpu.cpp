@@ -6,15 +6,49 @@
 // x.dim() >= 1, weight.dim() == 1, weight.size(0) == x.size(-1), bias.dim() == 1, bias.size(0) == x.size(-1), eps > 0) and converted every tensor to the output's dtype.
 // The outputs are allocated, contiguous and not all empty: y same(x), mean reduce(x, -1, True), rstd reduce(x, -1, True).
 #include "kernels/layer_norm_kernel.h"
+#include "rowwise.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
 #include <cmath>
-#include <vector>
 
 namespace opgen_ops {
+namespace {
+
+template <typename scalar_t>
+[[gnu::always_inline]] inline void normalize_rows(const scalar_t* X, const scalar_t* W, const scalar_t* B, scalar_t* Y, scalar_t* M, scalar_t* R,
+                                                 int64_t begin, int64_t end, int64_t n, double eps) {
+  using acc_t = at::opmath_type<scalar_t>;
+  for (int64_t r = begin; r < end; ++r) {
+    const scalar_t* xr = X + r * n;
+    scalar_t* yr = Y + r * n;
+    // Two passes in opmath (not Welford's, whose division per element does not vectorize): the
+    // mean, then the centered sum of squares. Rows of no elements have mean 0 and rstd NaN (0 / 0), as in ATen.
+    const acc_t mean = n > 0 ? rowwise::sum<acc_t>(n, [&](int64_t j) { return static_cast<acc_t>(xr[j]); }) / static_cast<acc_t>(n) : acc_t(0);
+    const acc_t m2 = rowwise::sum<acc_t>(n, [&](int64_t j) {
+      const acc_t d = static_cast<acc_t>(xr[j]) - mean;
+      return d * d;
+    });
+    const acc_t rstd = acc_t(1) / std::sqrt(m2 / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
+    M[r] = static_cast<scalar_t>(mean);
+    R[r] = static_cast<scalar_t>(rstd);
+    for (int64_t j = 0; j < n; ++j) {
+      const acc_t v = (static_cast<acc_t>(xr[j]) - mean) * rstd;
+      yr[j] = static_cast<scalar_t>(v * static_cast<acc_t>(W[j]) + static_cast<acc_t>(B[j]));
+    }
+  }
+}
+
+// float32, the common case, for each CPU generation.
+OPGEN_CPU_CLONES
+void normalize_rows(const float* X, const float* W, const float* B, float* Y, float* M, float* R,
+                    int64_t begin, int64_t end, int64_t n, double eps) {
+  normalize_rows<float>(X, W, B, Y, M, R, begin, end, n, eps);
+}
+
+}  // namespace
 
 void layer_norm_cpu(const at::Tensor& y, const at::Tensor& mean_out, const at::Tensor& rstd_out, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
   const at::Tensor xc = x.contiguous();
@@ -23,51 +57,16 @@ void layer_norm_cpu(const at::Tensor& y, const at::Tensor& mean_out, const at::T
   const int64_t n = xc.size(-1);
   const int64_t rows = mean_out.numel();
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, xc.scalar_type(), "layer_norm_cpu", [&] {
-    using acc_t = at::opmath_type<scalar_t>;
     const scalar_t* X = xc.const_data_ptr<scalar_t>();
     const scalar_t* W = wc.const_data_ptr<scalar_t>();
     const scalar_t* B = bc.const_data_ptr<scalar_t>();
     scalar_t* Y = y.mutable_data_ptr<scalar_t>();
     scalar_t* M = mean_out.mutable_data_ptr<scalar_t>();
     scalar_t* R = rstd_out.mutable_data_ptr<scalar_t>();
-    // Rows of no elements (x of shape [..., 0]) have mean 0 and rstd NaN (0 / 0), as in ATen.
-    at::parallel_for(0, rows, std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const scalar_t* xr = X + r * n;
-        scalar_t* yr = Y + r * n;
-        // Two passes in opmath with four partial sums each (the compiler vectorizes neither a
-        // single running sum nor Welford's division): the mean, then the centered sum of squares.
-        acc_t s[4] = {0, 0, 0, 0};
-        int64_t j = 0;
-        for (; j + 4 <= n; j += 4) {
-          for (int k = 0; k < 4; ++k) {
-            s[k] += static_cast<acc_t>(xr[j + k]);
-          }
-        }
-        for (; j < n; ++j) {
-          s[0] += static_cast<acc_t>(xr[j]);
-        }
-        const acc_t mean = n > 0 ? (s[0] + s[1] + s[2] + s[3]) / static_cast<acc_t>(n) : acc_t(0);
-        acc_t q[4] = {0, 0, 0, 0};
-        for (j = 0; j + 4 <= n; j += 4) {
-          for (int k = 0; k < 4; ++k) {
-            const acc_t d = static_cast<acc_t>(xr[j + k]) - mean;
-            q[k] += d * d;
-          }
-        }
-        for (; j < n; ++j) {
-          const acc_t d = static_cast<acc_t>(xr[j]) - mean;
-          q[0] += d * d;
-        }
-        const acc_t m2 = q[0] + q[1] + q[2] + q[3];
-        const acc_t rstd = acc_t(1) / std::sqrt(m2 / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
-        M[r] = static_cast<scalar_t>(mean);
-        R[r] = static_cast<scalar_t>(rstd);
-        for (j = 0; j < n; ++j) {
-          const acc_t v = (static_cast<acc_t>(xr[j]) - mean) * rstd;
-          yr[j] = static_cast<scalar_t>(v * static_cast<acc_t>(W[j]) + static_cast<acc_t>(B[j]));
-        }
-      }
+    // Rows are independent: threads split them once each gets ~8K elements (ATen's layer_norm
+    // splits at any size; this keeps small inputs on the calling thread).
+    at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
+      normalize_rows(X, W, B, Y, M, R, begin, end, n, eps);  // float32: the overload above
     });
   });
 }

@@ -7,19 +7,83 @@
 // Each grad_<input> is allocated (contiguous, the input's shape) when autograd needs it,
 // undefined otherwise; `result` is the forward's output.
 #include "kernels/rms_norm_kernel.h"
+#include "rowwise.h"
 
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
+// y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps):
+//   dx = rstd * (g * w - x * rstd^2 * mean(g * w * x)),  dw = sum over rows of g * x * rstd
 namespace opgen_ops {
+namespace {
+
+template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
+[[gnu::always_inline]] inline void grad_x_rows(const scalar_t* X, const scalar_t* W, const scalar_t* G, scalar_t* DX, acc_t* rstd,
+                                              int64_t begin, int64_t end, int64_t n, double eps) {
+  for (int64_t r = begin; r < end; ++r) {
+    const scalar_t* xr = X + r * n;
+    const scalar_t* gr = G + r * n;
+    const acc_t sum_squares = rowwise::sum<acc_t>(n, [&](int64_t j) {
+      const acc_t v = static_cast<acc_t>(xr[j]);
+      return v * v;
+    });
+    rstd[r] = acc_t(1) / std::sqrt(sum_squares / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
+    if (DX != nullptr) {
+      const acc_t dot = rowwise::sum<acc_t>(n, [&](int64_t j) {
+        return static_cast<acc_t>(gr[j]) * static_cast<acc_t>(W[j]) * static_cast<acc_t>(xr[j]);
+      });
+      const acc_t c = rstd[r] * rstd[r] * dot / static_cast<acc_t>(n);
+      scalar_t* dx = DX + r * n;
+      for (int64_t j = 0; j < n; ++j) {
+        const acc_t gw = static_cast<acc_t>(gr[j]) * static_cast<acc_t>(W[j]);
+        dx[j] = static_cast<scalar_t>(rstd[r] * (gw - static_cast<acc_t>(xr[j]) * c));
+      }
+    }
+  }
+}
+
+// Columns [begin, end) of dw, a block of columns at a time: each row's slice of the block is
+// added into opmath sums (contiguous, so it vectorizes), rows in order, whatever the threads.
+template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
+[[gnu::always_inline]] inline void grad_weight_columns(const scalar_t* X, const scalar_t* G, const acc_t* rstd, scalar_t* DW,
+                                                      int64_t rows, int64_t n, int64_t begin, int64_t end) {
+  constexpr int64_t kColumns = 256;
+  acc_t sum[kColumns];
+  for (int64_t c0 = begin; c0 < end; c0 += kColumns) {
+    const int64_t width = std::min(kColumns, end - c0);
+    std::fill(sum, sum + width, acc_t(0));
+    for (int64_t r = 0; r < rows; ++r) {
+      const scalar_t* xr = X + r * n + c0;
+      const scalar_t* gr = G + r * n + c0;
+      for (int64_t i = 0; i < width; ++i) {
+        sum[i] += static_cast<acc_t>(gr[i]) * static_cast<acc_t>(xr[i]) * rstd[r];
+      }
+    }
+    for (int64_t i = 0; i < width; ++i) {
+      DW[c0 + i] = static_cast<scalar_t>(sum[i]);
+    }
+  }
+}
+
+// float32, the common case, for each CPU generation.
+OPGEN_CPU_CLONES
+void grad_x_rows(const float* X, const float* W, const float* G, float* DX, float* rstd, int64_t begin, int64_t end, int64_t n, double eps) {
+  grad_x_rows<float>(X, W, G, DX, rstd, begin, end, n, eps);
+}
+
+OPGEN_CPU_CLONES
+void grad_weight_columns(const float* X, const float* G, const float* rstd, float* DW, int64_t rows, int64_t n, int64_t begin, int64_t end) {
+  grad_weight_columns<float>(X, G, rstd, DW, rows, n, begin, end);
+}
+
+}  // namespace
 
 void rms_norm_backward_cpu(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& weight, double eps, const at::Tensor& result, const at::Tensor& grad_x, const at::Tensor& grad_weight) {
-  // y = x * rstd * w with rstd = 1 / sqrt(mean(x^2) + eps):
-  //   dx = rstd * (g * w - x * rstd^2 * mean(g * w * x)),  dw = sum over rows of g * x * rstd
   const int64_t n = x.size(-1);
   const int64_t rows = x.numel() / n;
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, x.scalar_type(), "rms_norm_backward_cpu", [&] {
@@ -27,39 +91,15 @@ void rms_norm_backward_cpu(const at::Tensor& grad, const at::Tensor& x, const at
     const scalar_t* X = x.const_data_ptr<scalar_t>();
     const scalar_t* W = weight.const_data_ptr<scalar_t>();
     const scalar_t* G = grad.const_data_ptr<scalar_t>();
+    scalar_t* DX = grad_x.defined() ? grad_x.mutable_data_ptr<scalar_t>() : nullptr;
     std::vector<acc_t> rstd(rows);
-    const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / n);
-    at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const scalar_t* xr = X + r * n;
-        const scalar_t* gr = G + r * n;
-        acc_t sum_squares = 0, dot = 0;
-        for (int64_t j = 0; j < n; ++j) {
-          const acc_t v = static_cast<acc_t>(xr[j]);
-          sum_squares += v * v;
-          dot += static_cast<acc_t>(gr[j]) * static_cast<acc_t>(W[j]) * v;
-        }
-        rstd[r] = acc_t(1) / std::sqrt(sum_squares / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
-        if (grad_x.defined()) {
-          scalar_t* dx = grad_x.mutable_data_ptr<scalar_t>() + r * n;
-          const acc_t c = rstd[r] * rstd[r] * dot / static_cast<acc_t>(n);
-          for (int64_t j = 0; j < n; ++j) {
-            const acc_t gw = static_cast<acc_t>(gr[j]) * static_cast<acc_t>(W[j]);
-            dx[j] = static_cast<scalar_t>(rstd[r] * (gw - static_cast<acc_t>(xr[j]) * c));
-          }
-        }
-      }
+    at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / n), [&](int64_t begin, int64_t end) {
+      grad_x_rows(X, W, G, DX, rstd.data(), begin, end, n, eps);  // float32: the overload above
     });
     if (grad_weight.defined()) {
-      scalar_t* dw = grad_weight.mutable_data_ptr<scalar_t>();
-      at::parallel_for(0, n, std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(rows, 1)), [&](int64_t begin, int64_t end) {
-        for (int64_t j = begin; j < end; ++j) {
-          acc_t sum = 0;
-          for (int64_t r = 0; r < rows; ++r) {
-            sum += static_cast<acc_t>(G[r * n + j]) * static_cast<acc_t>(X[r * n + j]) * rstd[r];
-          }
-          dw[j] = static_cast<scalar_t>(sum);
-        }
+      scalar_t* DW = grad_weight.mutable_data_ptr<scalar_t>();
+      at::parallel_for(0, n, std::max<int64_t>(1, 8192 / std::max<int64_t>(rows, 1)), [&](int64_t begin, int64_t end) {
+        grad_weight_columns(X, G, rstd.data(), DW, rows, n, begin, end);
       });
     }
   });

@@ -55,6 +55,27 @@ def test_normalizations_match_torch(built_ops):
     torch.testing.assert_close(built_ops.rms_norm(xt, w6), xt * torch.rsqrt((xt * xt).mean(-1, keepdim=True) + 1e-6) * w6)
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_row_kernels_at_every_kind_of_length(built_ops, dtype):
+    # float32 runs the per-CPU clones, float64 the baseline template; rows of fewer than, exactly
+    # and more than the 32 partial sums, and dw over more than one block of 256 columns
+    tol = {torch.float32: 1e-4, torch.float64: 1e-10}[dtype]
+    gen = torch.Generator().manual_seed(3)
+    for rows, n in ((1, 1), (3, 5), (37, 31), (2, 32), (5, 33), (1, 64), (9, 257), (4, 600)):
+        x = torch.randn(rows, n, dtype=dtype, generator=gen) * 3 + 1
+        w, b, g = torch.randn(n, dtype=dtype, generator=gen), torch.randn(n, dtype=dtype, generator=gen), torch.randn(rows, n, dtype=dtype, generator=gen)
+        want = torch.native_layer_norm(x.double(), [n], w.double(), b.double(), 1e-5)
+        for got, ref in zip(built_ops.layer_norm(x, w, b), want):
+            torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol, msg=lambda m: f"layer_norm {rows}x{n}: {m}")
+        xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+        x64, w64 = x.double().requires_grad_(), w.double().requires_grad_()
+        ref = x64 * torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-6) * w64
+        got = built_ops.rms_norm(xg, wg)
+        torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol, msg=lambda m: f"rms_norm {rows}x{n}: {m}")
+        for name, a, e in zip(("dx", "dw"), torch.autograd.grad(got, (xg, wg), g), torch.autograd.grad(ref, (x64, w64), g.double())):
+            torch.testing.assert_close(a.double(), e, atol=tol * 10, rtol=tol * 10, msg=lambda m: f"rms_norm {name} {rows}x{n}: {m}")
+
 def test_handwritten_backward_limits_are_errors(built_ops):
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
     w = torch.randn(4, dtype=torch.float64, requires_grad=True)

@@ -1,0 +1,63 @@
+"""The hand-written row kernels against torch's own: layer_norm vs `F.layer_norm`, rms_norm vs
+`F.rms_norm`, forward and forward+backward, at shapes from tiny to a large activation, float32
+on every thread torch uses. Interleaved rounds, medians, so a slow spell hits every method alike.
+To compare two versions of a kernel, build each and run this after each build.
+
+    .venv/bin/python benchmarks/norms.py [ROUNDS]     # 5 rounds by default, ~1 minute
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch.utils import benchmark
+
+import opgen
+
+ROOT = Path(__file__).resolve().parent.parent
+SHAPES = ((8, 64), (64, 512), (512, 768), (4096, 1024), (1000, 10000))
+
+
+def _us(fn) -> float:
+    # Timer runs on one thread unless told otherwise
+    timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=0.1).median * 1e6
+
+
+def cases(ops, rows: int, cols: int) -> dict:
+    gen = torch.Generator().manual_seed(0)
+    x, w, b, g = (torch.randn(*s, generator=gen) for s in ((rows, cols), (cols,), (cols,), (rows, cols)))
+    xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
+    return {
+        "layer_norm": lambda: ops.layer_norm(x, w, b),
+        "F.layer_norm": lambda: F.layer_norm(x, (cols,), w, b),
+        "rms_norm": lambda: ops.rms_norm(x, w),
+        "F.rms_norm": lambda: F.rms_norm(x, (cols,), w, 1e-6),
+        "rms_norm fwd+bwd": lambda: torch.autograd.grad(ops.rms_norm(xg, wg), (xg, wg), g),
+        "F.rms_norm fwd+bwd": lambda: torch.autograd.grad(F.rms_norm(xg, (cols,), wg, 1e-6), (xg, wg), g),
+    }
+
+
+def main(rounds: int = 5) -> int:
+    ops = opgen.load(ROOT)
+    print(f"median us of {rounds} interleaved rounds, float32, {torch.get_num_threads()} threads")
+    for rows, cols in SHAPES:
+        fns = cases(ops, rows, cols)
+        times: dict[str, list[float]] = {name: [] for name in fns}
+        for _ in range(rounds):
+            for name, fn in fns.items():
+                times[name].append(_us(fn))
+        m = {name: statistics.median(t) for name, t in times.items()}
+        print(f"  {rows}x{cols}:")
+        for ours in ("layer_norm", "rms_norm", "rms_norm fwd+bwd"):
+            theirs = f"F.{ours}"
+            print(f"    {ours:18} {m[ours]:10.1f}   {theirs:20} {m[theirs]:10.1f}   ({m[theirs] / m[ours]:.2f}x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(int(sys.argv[1]) if len(sys.argv) > 1 else 5))
