@@ -5,9 +5,10 @@ the generator (benchmarks/generator_speed.py) and the build (benchmarks/build_sp
     .venv/bin/python benchmarks/bench.py --skip-build  # without the 6-minute build section
     .venv/bin/python benchmarks/bench.py --quick       # a smoke run: small sizes, no torch.compile, kernels only
 
-Every row compares methods measured in the same process, one after another, with
-torch.utils.benchmark (medians over repeated blocks, warm-up excluded). Ratios are steadier
-than absolute numbers on a shared machine.
+Every row compares methods measured in the same process with torch.utils.benchmark (medians
+over repeated blocks, warm-up excluded), in three interleaved rounds of all the row's methods,
+each method's median round reported. Ratios are steadier than absolute numbers on a shared
+machine.
 """
 
 from __future__ import annotations
@@ -30,6 +31,19 @@ ops = opgen.load(ROOT)
 def median_us(fn, min_run_time: float) -> float:
     t = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
     return t.blocked_autorange(min_run_time=min_run_time).median * 1e6
+
+
+ROUNDS = 3  # each row's methods are timed in this many interleaved rounds
+
+
+def interleaved_medians(methods: dict, min_run_time: float) -> dict[str, float]:
+    """Median microseconds of each method over ROUNDS rounds, every method once per round: a slow
+    spell of the machine then hits all of a row's methods alike, not one of them."""
+    times: dict[str, list[float]] = {key: [] for key in methods}
+    for _ in range(ROUNDS):
+        for key, fn in methods.items():
+            times[key].append(median_us(fn, min_run_time / ROUNDS))
+    return {key: sorted(t)[len(t) // 2] for key, t in times.items()}
 
 
 def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float32):
@@ -56,20 +70,23 @@ def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float
             inputs = [torch.randn(int(size), dtype=dtype) for _ in range(n_in)]
             out = torch.empty(int(size), dtype=dtype)
             row = {"op": name, "dtype": str(dtype).removeprefix("torch."), "elements": int(size)}
-            row["generated_us"] = median_us(lambda: generated(*inputs), min_run_time)
-            row["generated_out_us"] = median_us(lambda: into[name](*inputs, out=out), min_run_time)
-            row["eager_composite_us"] = median_us(lambda: composite(*inputs), min_run_time)
-            row["aten_op_us"] = median_us(lambda: aten[name](*inputs), min_run_time)
+            methods = {
+                "generated_us": lambda: generated(*inputs),
+                "generated_out_us": lambda: into[name](*inputs, out=out),
+                "eager_composite_us": lambda: composite(*inputs),
+                "aten_op_us": lambda: aten[name](*inputs),
+            }
             if use_compile:
                 compiled = torch.compile(composite, dynamic=False)
                 compiled(*inputs)
-                row["torch_compile_us"] = median_us(lambda: compiled(*inputs), min_run_time)
-            row["copy_ceiling_us"] = median_us(lambda: out.copy_(inputs[0]), min_run_time)
+                methods["torch_compile_us"] = lambda: compiled(*inputs)
+            methods["copy_ceiling_us"] = lambda: out.copy_(inputs[0])
             # backward: forward + backward of a sum, fused generated vs eager autograd of the composite
             leaves = [t.clone().requires_grad_() for t in inputs]
             grad = torch.ones(int(size), dtype=dtype)
-            row["generated_fwd_bwd_us"] = median_us(lambda: torch.autograd.grad(generated(*leaves), leaves, grad), min_run_time)
-            row["eager_fwd_bwd_us"] = median_us(lambda: torch.autograd.grad(composite(*leaves), leaves, grad), min_run_time)
+            methods["generated_fwd_bwd_us"] = lambda: torch.autograd.grad(generated(*leaves), leaves, grad)
+            methods["eager_fwd_bwd_us"] = lambda: torch.autograd.grad(composite(*leaves), leaves, grad)
+            row.update(interleaved_medians(methods, min_run_time))
             row["speedup_vs_eager"] = row["eager_composite_us"] / row["generated_us"]
             row["bwd_speedup_vs_eager"] = row["eager_fwd_bwd_us"] / row["generated_fwd_bwd_us"]
             rows.append(row)

@@ -56,6 +56,20 @@ def test_large_reduction_output_asks_for_huge_pages(built_ops):
     assert out[0].item() == 2.0
 
 
+
+def test_output_below_4_mib_asks_for_its_whole_huge_page(built_ops):
+    # 1e6 float32 (3.8 MiB) holds a whole 2 MiB page unless it starts late in one: among a few
+    # outputs kept alive, one does, and that page carries the advice
+    n = 10**6
+    outs = []
+    for _ in range(16):
+        outs.append(built_ops.weighted_sum(torch.ones(n), torch.ones(n), weight=2.0))
+        page = huge_page_inside(outs[-1])
+        if page + HUGE_PAGE <= outs[-1].data_ptr() + 4 * n:
+            assert "hg" in vm_flags(page)
+            return
+    raise AssertionError("none of 16 outputs of 3.8 MiB held a whole 2 MiB page")
+
 @pytest.mark.skipif(os.environ.get("THP_MEM_ALLOC_ENABLE") == "1", reason="torch itself asks for huge pages under THP_MEM_ALLOC_ENABLE=1")
 def test_flag_is_opgens_doing():
     # the control: torch's own allocation of the same size carries no such advice
