@@ -530,8 +530,6 @@ def test_explicit_formulas_agree_with_derived(op):
                                        msg=lambda m: f"{op.name}: gradient formula for '{name}' disagrees with the derivative of the kernel: {m}")
 
 
-
-
 def test_typed_api_traces_to_the_overloads(op, typed_api):
     """Eagerly the wrappers call the overloads' C++ callables; under torch.compile (fullgraph) they
     must still record the OpOverloads themselves, for every variant, with eager's results."""
@@ -571,6 +569,7 @@ def test_typed_api_traces_to_the_overloads(op, typed_api):
         torch.testing.assert_close(result, expected[0])
     for result, want_result in zip(got, expected):
         torch.testing.assert_close(result, want_result)
+
 
 # ---- out= ---------------------------------------------------------------------------------------
 

@@ -1,5 +1,5 @@
-// Helpers of the shipped hand-written row kernels (layer_norm, rms_norm and its backward):
-// sums that vectorize, and float32 code for each x86-64 CPU generation. Hand-written kernels are
+// Helpers of the shipped hand-written kernels (layer_norm, rms_norm and its backward, add_n):
+// row sums that vectorize, and float32 code for each x86-64 CPU generation. Hand-written kernels are
 // compiled once, for the baseline ISA, unlike the generated kernels (DEFAULT, AVX2, AVX512).
 #pragma once
 

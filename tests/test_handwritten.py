@@ -41,6 +41,26 @@ def test_add_n_lists(built_ops):
     assert torch.autograd.gradgradcheck(lambda t: built_ops.add_n([t, t * 2, t]), (a,))
 
 
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+def test_add_n_rounds_like_the_eager_chain(built_ops, dtype):
+    # inputs added two at a time, then one left over, in blocks of 1,024 elements: every count up
+    # to 5, lengths around a block; float32 runs the per-CPU clones, bfloat16 sums in float32
+    gen = torch.Generator().manual_seed(4)
+    for count in range(1, 6):
+        for n in (1, 17, 1023, 1024, 1025, 5000):
+            xs = [(torch.randn(n, generator=gen) * 100).to(dtype) for _ in range(count)]
+            if dtype == torch.bfloat16:
+                want = xs[0].float()
+                for x in xs[1:]:
+                    want = want + x.float()
+                want = want.to(dtype)
+            else:
+                want = xs[0]
+                for x in xs[1:]:
+                    want = want + x
+            torch.testing.assert_close(built_ops.add_n(xs), want, rtol=0, atol=0, msg=lambda m: f"{count} inputs of {n}: {m}")
+
 def test_normalizations_match_torch(built_ops):
     torch.manual_seed(0)
     for dtype, tol in ((torch.float32, 2e-5), (torch.bfloat16, 2e-2), (torch.float16, 2e-3)):

@@ -1,9 +1,9 @@
-"""The hand-written row kernels against torch's own: layer_norm vs `F.layer_norm`, rms_norm vs
-`F.rms_norm`, forward and forward+backward, at shapes from tiny to a large activation, float32
-on every thread torch uses. Interleaved rounds, medians, so a slow spell hits every method alike.
+"""The shipped hand-written kernels against torch's own: layer_norm vs `F.layer_norm`, rms_norm
+vs `F.rms_norm` (forward, and forward+backward), add_n of 4 vs eager's `x0 + x1 + x2 + x3`, at
+shapes from tiny to a large activation, float32 on every thread torch uses. Interleaved rounds, medians, so a slow spell hits every method alike.
 To compare two versions of a kernel, build each and run this after each build.
 
-    .venv/bin/python benchmarks/norms.py [ROUNDS]     # 5 rounds by default, ~1 minute
+    .venv/bin/python benchmarks/handwritten.py [ROUNDS]     # 5 rounds by default, ~1 minute
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ def _us(fn) -> float:
 def cases(ops, rows: int, cols: int) -> dict:
     gen = torch.Generator().manual_seed(0)
     x, w, b, g = (torch.randn(*s, generator=gen) for s in ((rows, cols), (cols,), (cols,), (rows, cols)))
+    xs = [torch.randn(rows, cols, generator=gen) for _ in range(4)]
     xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
     return {
         "layer_norm": lambda: ops.layer_norm(x, w, b),
@@ -39,6 +40,8 @@ def cases(ops, rows: int, cols: int) -> dict:
         "F.rms_norm": lambda: F.rms_norm(x, (cols,), w, 1e-6),
         "rms_norm fwd+bwd": lambda: torch.autograd.grad(ops.rms_norm(xg, wg), (xg, wg), g),
         "F.rms_norm fwd+bwd": lambda: torch.autograd.grad(F.rms_norm(xg, (cols,), wg, 1e-6), (xg, wg), g),
+        "add_n of 4": lambda: ops.add_n(xs),
+        "eager add_n of 4": lambda: xs[0] + xs[1] + xs[2] + xs[3],
     }
 
 
@@ -53,8 +56,8 @@ def main(rounds: int = 5) -> int:
                 times[name].append(_us(fn))
         m = {name: statistics.median(t) for name, t in times.items()}
         print(f"  {rows}x{cols}:")
-        for ours in ("layer_norm", "rms_norm", "rms_norm fwd+bwd"):
-            theirs = f"F.{ours}"
+        for ours in ("layer_norm", "rms_norm", "rms_norm fwd+bwd", "add_n of 4"):
+            theirs = f"eager {ours}" if ours.startswith("add_n") else f"F.{ours}"
             print(f"    {ours:18} {m[ours]:10.1f}   {theirs:20} {m[theirs]:10.1f}   ({m[theirs] / m[ours]:.2f}x)")
     return 0
 
