@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import platform
+import statistics
 import sys
 from pathlib import Path
 
@@ -28,22 +29,24 @@ ROOT = Path(__file__).resolve().parent.parent
 ops = opgen.load(ROOT)
 
 
-def median_us(fn, min_run_time: float) -> float:
-    t = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+def median_us(fn, min_run_time: float, threads: int | None = None) -> float:
+    # Timer runs on one thread unless told otherwise
+    t = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads or torch.get_num_threads())
     return t.blocked_autorange(min_run_time=min_run_time).median * 1e6
 
 
 ROUNDS = 3  # each row's methods are timed in this many interleaved rounds
 
 
-def interleaved_medians(methods: dict, min_run_time: float) -> dict[str, float]:
-    """Median microseconds of each method over ROUNDS rounds, every method once per round: a slow
-    spell of the machine then hits all of a row's methods alike, not one of them."""
+def interleaved_medians(methods: dict, min_run_time: float, rounds: int = ROUNDS, threads: int | None = None) -> dict[str, float]:
+    """Median microseconds of each method over `rounds` rounds, every method once per round (for
+    min_run_time / rounds seconds): a slow spell of the machine then hits all the methods alike,
+    not one of them."""
     times: dict[str, list[float]] = {key: [] for key in methods}
-    for _ in range(ROUNDS):
+    for _ in range(rounds):
         for key, fn in methods.items():
-            times[key].append(median_us(fn, min_run_time / ROUNDS))
-    return {key: sorted(t)[len(t) // 2] for key, t in times.items()}
+            times[key].append(median_us(fn, min_run_time / rounds, threads))
+    return {key: statistics.median(t) for key, t in times.items()}
 
 
 def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float32):

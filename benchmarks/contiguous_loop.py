@@ -8,26 +8,16 @@ To compare two versions of the kernel template, build each and run this after ea
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
 import torch
-from torch.utils import benchmark
 
-import opgen
-
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _us(fn, threads: int) -> float:
-    # Timer runs on one thread unless told otherwise
-    timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=threads)
-    return timer.blocked_autorange(min_run_time=0.05).median * 1e6
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import interleaved_medians, ops  # noqa: E402  (loads the built library)
 
 
 def main(rounds: int = 7) -> int:
-    ops = opgen.load(ROOT)
     print(f"median us of {rounds} interleaved rounds, float32, out= into a reused buffer")
     for threads in (1, 2):
         for n in (10**3, 10**4, 10**5, 10**6):
@@ -38,11 +28,7 @@ def main(rounds: int = 7) -> int:
                 "gelu": lambda: ops.gelu.out(a, out=out),
                 "softplus": lambda: ops.softplus.out(a, beta=2.0, out=out),
             }
-            times: dict[str, list[float]] = {name: [] for name in cases}
-            for _ in range(rounds):
-                for name, fn in cases.items():
-                    times[name].append(_us(fn, threads))
-            med = {name: statistics.median(v) for name, v in times.items()}
+            med = interleaved_medians(cases, 0.05 * rounds, rounds, threads)
             cells = "  ".join(f"{name} {value:9.2f}" for name, value in med.items())
             print(f"threads {threads}  n {n:>8}  {cells}  (weighted_sum / torch.add {med['weighted_sum'] / med['torch.add']:.2f})")
     return 0

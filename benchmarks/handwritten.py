@@ -8,24 +8,15 @@ To compare two versions of a kernel, build each and run this after each build.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.utils import benchmark
 
-import opgen
-
-ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench import interleaved_medians, ops  # noqa: E402  (loads the built library)
 SHAPES = ((8, 64), (64, 512), (512, 768), (4096, 1024), (1000, 10000))
-
-
-def _us(fn) -> float:
-    # Timer runs on one thread unless told otherwise
-    timer = benchmark.Timer("fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=0.1).median * 1e6
 
 
 def cases(ops, rows: int, cols: int) -> dict:
@@ -46,15 +37,9 @@ def cases(ops, rows: int, cols: int) -> dict:
 
 
 def main(rounds: int = 5) -> int:
-    ops = opgen.load(ROOT)
     print(f"median us of {rounds} interleaved rounds, float32, {torch.get_num_threads()} threads")
     for rows, cols in SHAPES:
-        fns = cases(ops, rows, cols)
-        times: dict[str, list[float]] = {name: [] for name in fns}
-        for _ in range(rounds):
-            for name, fn in fns.items():
-                times[name].append(_us(fn))
-        m = {name: statistics.median(t) for name, t in times.items()}
+        m = interleaved_medians(cases(ops, rows, cols), 0.1 * rounds, rounds)
         print(f"  {rows}x{cols}:")
         for ours in ("layer_norm", "rms_norm", "rms_norm fwd+bwd", "add_n of 4"):
             theirs = f"eager {ours}" if ours.startswith("add_n") else f"F.{ours}"
