@@ -28,38 +28,39 @@ template <typename scalar_t>
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int64_t kBlock = 1024;
   acc_t sum[kBlock];
+  acc_t p_block[kBlock];  // float16 and bfloat16 inputs, widened
+  acc_t q_block[kBlock];
   for (int64_t start = begin; start < end; start += kBlock) {
     const int64_t n = std::min(kBlock, end - start);
-    const scalar_t* first = inputs[0] + start;
-    for (int64_t i = 0; i < n; ++i) {
-      sum[i] = static_cast<acc_t>(first[i]);
+    const acc_t* first = rowwise::widen(inputs[0] + start, n, sum);
+    if (first != sum) {
+      std::copy(first, first + n, sum);
     }
     int64_t k = 1;
     for (; k + 2 <= count; k += 2) {
-      const scalar_t* p = inputs[k] + start;
-      const scalar_t* q = inputs[k + 1] + start;
+      const acc_t* p = rowwise::widen(inputs[k] + start, n, p_block);
+      const acc_t* q = rowwise::widen(inputs[k + 1] + start, n, q_block);
       for (int64_t i = 0; i < n; ++i) {
-        sum[i] = (sum[i] + static_cast<acc_t>(p[i])) + static_cast<acc_t>(q[i]);
+        sum[i] = (sum[i] + p[i]) + q[i];
       }
     }
     if (k < count) {
-      const scalar_t* p = inputs[k] + start;
+      const acc_t* p = rowwise::widen(inputs[k] + start, n, p_block);
       for (int64_t i = 0; i < n; ++i) {
-        sum[i] += static_cast<acc_t>(p[i]);
+        sum[i] += p[i];
       }
     }
-    scalar_t* y = out + start;
-    for (int64_t i = 0; i < n; ++i) {
-      y[i] = static_cast<scalar_t>(sum[i]);
-    }
+    rowwise::store(sum, out + start, n);
   }
 }
 
-// float32, the common case, for each CPU generation.
-OPGEN_CPU_CLONES
-void add_blocks(const float* const* inputs, int64_t count, float* out, int64_t begin, int64_t end) {
-  add_blocks<float>(inputs, count, out, begin, end);
-}
+// Each floating dtype for each CPU generation; the integral ones use the template as it is.
+#define OPGEN_ADD_BLOCKS(T)                                                                                     \
+  OPGEN_CPU_CLONES void add_blocks(const T* const* inputs, int64_t count, T* out, int64_t begin, int64_t end) { \
+    add_blocks<T>(inputs, count, out, begin, end);                                                             \
+  }
+OPGEN_FOR_EACH_FLOATING(OPGEN_ADD_BLOCKS)
+#undef OPGEN_ADD_BLOCKS
 
 }  // namespace
 
@@ -79,7 +80,7 @@ void add_n_cpu(const at::Tensor& out, at::TensorList xs) {
     const scalar_t* const* first = ptrs.data();
     scalar_t* y = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, numel, std::max<int64_t>(1024, at::internal::GRAIN_SIZE / count), [=](int64_t begin, int64_t end) {
-      add_blocks(first, count, y, begin, end);  // float32: the overload above
+      add_blocks(first, count, y, begin, end);  // the overload of a floating scalar_t above
     });
   });
 }

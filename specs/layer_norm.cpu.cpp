@@ -21,32 +21,37 @@ template <typename scalar_t>
 [[gnu::always_inline]] inline void normalize_rows(const scalar_t* X, const scalar_t* W, const scalar_t* B, scalar_t* Y, scalar_t* M, scalar_t* R,
                                                  int64_t begin, int64_t end, int64_t n, double eps) {
   using acc_t = at::opmath_type<scalar_t>;
+  rowwise::Scratch<scalar_t> scratch(4, n);
+  const acc_t* w = rowwise::widen(W, n, scratch.row(0));
+  const acc_t* b = rowwise::widen(B, n, scratch.row(1));
   for (int64_t r = begin; r < end; ++r) {
-    const scalar_t* xr = X + r * n;
-    scalar_t* yr = Y + r * n;
+    const acc_t* xr = rowwise::widen(X + r * n, n, scratch.row(2));
+    acc_t* yr = rowwise::output(Y + r * n, scratch.row(3));
     // Two passes in opmath (not Welford's, whose division per element does not vectorize): the
     // mean, then the centered sum of squares. Rows of no elements have mean 0 and rstd NaN (0 / 0), as in ATen.
-    const acc_t mean = n > 0 ? rowwise::sum<acc_t>(n, [&](int64_t j) { return static_cast<acc_t>(xr[j]); }) / static_cast<acc_t>(n) : acc_t(0);
+    const acc_t mean = n > 0 ? rowwise::sum<acc_t>(n, [&](int64_t j) { return xr[j]; }) / static_cast<acc_t>(n) : acc_t(0);
     const acc_t m2 = rowwise::sum<acc_t>(n, [&](int64_t j) {
-      const acc_t d = static_cast<acc_t>(xr[j]) - mean;
+      const acc_t d = xr[j] - mean;
       return d * d;
     });
     const acc_t rstd = acc_t(1) / std::sqrt(m2 / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
     M[r] = static_cast<scalar_t>(mean);
     R[r] = static_cast<scalar_t>(rstd);
     for (int64_t j = 0; j < n; ++j) {
-      const acc_t v = (static_cast<acc_t>(xr[j]) - mean) * rstd;
-      yr[j] = static_cast<scalar_t>(v * static_cast<acc_t>(W[j]) + static_cast<acc_t>(B[j]));
+      yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
     }
+    rowwise::store(yr, Y + r * n, n);
   }
 }
 
-// float32, the common case, for each CPU generation.
-OPGEN_CPU_CLONES
-void normalize_rows(const float* X, const float* W, const float* B, float* Y, float* M, float* R,
-                    int64_t begin, int64_t end, int64_t n, double eps) {
-  normalize_rows<float>(X, W, B, Y, M, R, begin, end, n, eps);
-}
+// Each dtype for each CPU generation.
+#define OPGEN_NORMALIZE_ROWS(T)                                                                            \
+  OPGEN_CPU_CLONES void normalize_rows(const T* X, const T* W, const T* B, T* Y, T* M, T* R, int64_t begin, \
+                                       int64_t end, int64_t n, double eps) {                                \
+    normalize_rows<T>(X, W, B, Y, M, R, begin, end, n, eps);                                                \
+  }
+OPGEN_FOR_EACH_FLOATING(OPGEN_NORMALIZE_ROWS)
+#undef OPGEN_NORMALIZE_ROWS
 
 }  // namespace
 
@@ -66,7 +71,7 @@ void layer_norm_cpu(const at::Tensor& y, const at::Tensor& mean_out, const at::T
     // Rows are independent: threads split them once each gets ~8K elements (ATen's layer_norm
     // splits at any size; this keeps small inputs on the calling thread).
     at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
-      normalize_rows(X, W, B, Y, M, R, begin, end, n, eps);  // float32: the overload above
+      normalize_rows(X, W, B, Y, M, R, begin, end, n, eps);  // the overload of scalar_t above
     });
   });
 }

@@ -25,24 +25,21 @@ namespace {
 template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
 [[gnu::always_inline]] inline void grad_x_rows(const scalar_t* X, const scalar_t* W, const scalar_t* G, scalar_t* DX, acc_t* rstd,
                                               int64_t begin, int64_t end, int64_t n, double eps) {
+  rowwise::Scratch<scalar_t> scratch(4, n);
+  const acc_t* w = DX != nullptr ? rowwise::widen(W, n, scratch.row(0)) : nullptr;
   for (int64_t r = begin; r < end; ++r) {
-    const scalar_t* xr = X + r * n;
-    const scalar_t* gr = G + r * n;
-    const acc_t sum_squares = rowwise::sum<acc_t>(n, [&](int64_t j) {
-      const acc_t v = static_cast<acc_t>(xr[j]);
-      return v * v;
-    });
+    const acc_t* xr = rowwise::widen(X + r * n, n, scratch.row(1));
+    const acc_t sum_squares = rowwise::sum<acc_t>(n, [&](int64_t j) { return xr[j] * xr[j]; });
     rstd[r] = acc_t(1) / std::sqrt(sum_squares / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
     if (DX != nullptr) {
-      const acc_t dot = rowwise::sum<acc_t>(n, [&](int64_t j) {
-        return static_cast<acc_t>(gr[j]) * static_cast<acc_t>(W[j]) * static_cast<acc_t>(xr[j]);
-      });
+      const acc_t* gr = rowwise::widen(G + r * n, n, scratch.row(2));
+      const acc_t dot = rowwise::sum<acc_t>(n, [&](int64_t j) { return gr[j] * w[j] * xr[j]; });
       const acc_t c = rstd[r] * rstd[r] * dot / static_cast<acc_t>(n);
-      scalar_t* dx = DX + r * n;
+      acc_t* dx = rowwise::output(DX + r * n, scratch.row(3));
       for (int64_t j = 0; j < n; ++j) {
-        const acc_t gw = static_cast<acc_t>(gr[j]) * static_cast<acc_t>(W[j]);
-        dx[j] = static_cast<scalar_t>(rstd[r] * (gw - static_cast<acc_t>(xr[j]) * c));
+        dx[j] = rstd[r] * (gr[j] * w[j] - xr[j] * c);
       }
+      rowwise::store(dx, DX + r * n, n);
     }
   }
 }
@@ -54,32 +51,34 @@ template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
                                                       int64_t rows, int64_t n, int64_t begin, int64_t end) {
   constexpr int64_t kColumns = 256;
   acc_t sum[kColumns];
+  acc_t x_slice[kColumns];
+  acc_t g_slice[kColumns];
   for (int64_t c0 = begin; c0 < end; c0 += kColumns) {
     const int64_t width = std::min(kColumns, end - c0);
     std::fill(sum, sum + width, acc_t(0));
     for (int64_t r = 0; r < rows; ++r) {
-      const scalar_t* xr = X + r * n + c0;
-      const scalar_t* gr = G + r * n + c0;
+      const acc_t* xr = rowwise::widen(X + r * n + c0, width, x_slice);
+      const acc_t* gr = rowwise::widen(G + r * n + c0, width, g_slice);
       for (int64_t i = 0; i < width; ++i) {
-        sum[i] += static_cast<acc_t>(gr[i]) * static_cast<acc_t>(xr[i]) * rstd[r];
+        sum[i] += gr[i] * xr[i] * rstd[r];
       }
     }
-    for (int64_t i = 0; i < width; ++i) {
-      DW[c0 + i] = static_cast<scalar_t>(sum[i]);
-    }
+    rowwise::store(sum, DW + c0, width);
   }
 }
 
-// float32, the common case, for each CPU generation.
-OPGEN_CPU_CLONES
-void grad_x_rows(const float* X, const float* W, const float* G, float* DX, float* rstd, int64_t begin, int64_t end, int64_t n, double eps) {
-  grad_x_rows<float>(X, W, G, DX, rstd, begin, end, n, eps);
-}
-
-OPGEN_CPU_CLONES
-void grad_weight_columns(const float* X, const float* G, const float* rstd, float* DW, int64_t rows, int64_t n, int64_t begin, int64_t end) {
-  grad_weight_columns<float>(X, G, rstd, DW, rows, n, begin, end);
-}
+// Each dtype for each CPU generation.
+#define OPGEN_BACKWARD_LOOPS(T)                                                                                       \
+  OPGEN_CPU_CLONES void grad_x_rows(const T* X, const T* W, const T* G, T* DX, at::opmath_type<T>* rstd, int64_t begin, \
+                                    int64_t end, int64_t n, double eps) {                                              \
+    grad_x_rows<T>(X, W, G, DX, rstd, begin, end, n, eps);                                                             \
+  }                                                                                                                    \
+  OPGEN_CPU_CLONES void grad_weight_columns(const T* X, const T* G, const at::opmath_type<T>* rstd, T* DW, int64_t rows, \
+                                            int64_t n, int64_t begin, int64_t end) {                                    \
+    grad_weight_columns<T>(X, G, rstd, DW, rows, n, begin, end);                                                       \
+  }
+OPGEN_FOR_EACH_FLOATING(OPGEN_BACKWARD_LOOPS)
+#undef OPGEN_BACKWARD_LOOPS
 
 }  // namespace
 
@@ -94,7 +93,7 @@ void rms_norm_backward_cpu(const at::Tensor& grad, const at::Tensor& x, const at
     scalar_t* DX = grad_x.defined() ? grad_x.mutable_data_ptr<scalar_t>() : nullptr;
     std::vector<acc_t> rstd(rows);
     at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / n), [&](int64_t begin, int64_t end) {
-      grad_x_rows(X, W, G, DX, rstd.data(), begin, end, n, eps);  // float32: the overload above
+      grad_x_rows(X, W, G, DX, rstd.data(), begin, end, n, eps);  // the overloads of scalar_t above
     });
     if (grad_weight.defined()) {
       scalar_t* DW = grad_weight.mutable_data_ptr<scalar_t>();

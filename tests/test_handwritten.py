@@ -42,24 +42,38 @@ def test_add_n_lists(built_ops):
 
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.int64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64])
 def test_add_n_rounds_like_the_eager_chain(built_ops, dtype):
     # inputs added two at a time, then one left over, in blocks of 1,024 elements: every count up
-    # to 5, lengths around a block; float32 runs the per-CPU clones, bfloat16 sums in float32
+    # to 5, lengths around a block and around the eight-value float16 conversions; float16 and
+    # bfloat16 sum in float32 and round once, float16 with inputs that overflow its range
     gen = torch.Generator().manual_seed(4)
+    scale = 20000 if dtype == torch.float16 else 100
     for count in range(1, 6):
-        for n in (1, 17, 1023, 1024, 1025, 5000):
-            xs = [(torch.randn(n, generator=gen) * 100).to(dtype) for _ in range(count)]
-            if dtype == torch.bfloat16:
-                want = xs[0].float()
-                for x in xs[1:]:
-                    want = want + x.float()
-                want = want.to(dtype)
-            else:
-                want = xs[0]
-                for x in xs[1:]:
-                    want = want + x
-            torch.testing.assert_close(built_ops.add_n(xs), want, rtol=0, atol=0, msg=lambda m: f"{count} inputs of {n}: {m}")
+        for n in (1, 7, 17, 1023, 1024, 1025, 5000):
+            xs = [(torch.randn(n, generator=gen) * scale).to(dtype) for _ in range(count)]
+            narrow = dtype in (torch.float16, torch.bfloat16)
+            want = xs[0].float() if narrow else xs[0]
+            for x in xs[1:]:
+                want = want + (x.float() if narrow else x)
+            torch.testing.assert_close(built_ops.add_n(xs), want.to(dtype), rtol=0, atol=0, msg=lambda m: f"{count} inputs of {n}: {m}")
+
+
+def test_add_n_float16_conversions_are_exact(built_ops):
+    # every float16 bit pattern through float32 and back (the F16C path on x86-64-v3 CPUs):
+    # unchanged, subnormals, infinities and signed zeros included; NaNs stay NaNs
+    halves = torch.arange(-32768, 32768, dtype=torch.int32).to(torch.int16).view(torch.float16)
+    got = built_ops.add_n([halves])
+    nan = halves.isnan()
+    assert torch.equal(got.isnan(), nan)
+    assert torch.equal(got[~nan].view(torch.int16), halves[~nan].view(torch.int16))
+    # float32 sums that round to every kind of float16: ties to even (1 + 2^-11, 2^-24 + 2^-25),
+    # the largest subnormal, overflow to inf on a tie, signed zeros
+    a = torch.tensor([1.0, 1.0, 2.0 ** -24, 2.0 ** -24, 65504.0, -65504.0, 2.0 ** -14, 0.0], dtype=torch.float16)
+    b = torch.tensor([2.0 ** -11, 3 * 2.0 ** -11, 2.0 ** -25, 0.0, 16.0, -32.0, -(2.0 ** -24), -0.0], dtype=torch.float16)
+    want = (a.float() + b.float()).to(torch.float16)
+    assert torch.equal(built_ops.add_n([a, b]).view(torch.int16), want.view(torch.int16))
+
 
 def test_normalizations_match_torch(built_ops):
     torch.manual_seed(0)
@@ -76,25 +90,34 @@ def test_normalizations_match_torch(built_ops):
 
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_row_kernels_at_every_kind_of_length(built_ops, dtype):
-    # float32 runs the per-CPU clones, float64 the baseline template; rows of fewer than, exactly
-    # and more than the 32 partial sums, and dw over more than one block of 256 columns
-    tol = {torch.float32: 1e-4, torch.float64: 1e-10}[dtype]
+    # rows of fewer than, exactly and more than the 32 partial sums and the eight-value float16
+    # conversions, and dw over more than one block of 256 columns. float16 and bfloat16 compute in
+    # float32 and round once: within the dtype's default tolerance of the float64 result rounded
+    tol = {torch.float32: 1e-4, torch.float64: 1e-10}.get(dtype)
     gen = torch.Generator().manual_seed(3)
+
+    def close(got, ref, what, slack=1):
+        if tol is None:
+            torch.testing.assert_close(got, ref.to(got.dtype), msg=lambda m: f"{what}: {m}")
+        else:
+            torch.testing.assert_close(got.double(), ref, atol=tol * slack, rtol=tol * slack, msg=lambda m: f"{what}: {m}")
+
     for rows, n in ((1, 1), (3, 5), (37, 31), (2, 32), (5, 33), (1, 64), (9, 257), (4, 600)):
-        x = torch.randn(rows, n, dtype=dtype, generator=gen) * 3 + 1
-        w, b, g = torch.randn(n, dtype=dtype, generator=gen), torch.randn(n, dtype=dtype, generator=gen), torch.randn(rows, n, dtype=dtype, generator=gen)
+        x = (torch.randn(rows, n, generator=gen) * 3 + 1).to(dtype)
+        w, b = torch.randn(n, generator=gen).to(dtype), torch.randn(n, generator=gen).to(dtype)
+        g = torch.randn(rows, n, generator=gen).to(dtype)
         want = torch.native_layer_norm(x.double(), [n], w.double(), b.double(), 1e-5)
-        for got, ref in zip(built_ops.layer_norm(x, w, b), want):
-            torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol, msg=lambda m: f"layer_norm {rows}x{n}: {m}")
+        for name, got, ref in zip(("y", "mean", "rstd"), built_ops.layer_norm(x, w, b), want):
+            close(got, ref, f"layer_norm {name} {rows}x{n}")
         xg, wg = x.clone().requires_grad_(), w.clone().requires_grad_()
         x64, w64 = x.double().requires_grad_(), w.double().requires_grad_()
         ref = x64 * torch.rsqrt((x64 * x64).mean(-1, keepdim=True) + 1e-6) * w64
         got = built_ops.rms_norm(xg, wg)
-        torch.testing.assert_close(got.double(), ref, atol=tol, rtol=tol, msg=lambda m: f"rms_norm {rows}x{n}: {m}")
+        close(got, ref, f"rms_norm {rows}x{n}")
         for name, a, e in zip(("dx", "dw"), torch.autograd.grad(got, (xg, wg), g), torch.autograd.grad(ref, (x64, w64), g.double())):
-            torch.testing.assert_close(a.double(), e, atol=tol * 10, rtol=tol * 10, msg=lambda m: f"rms_norm {name} {rows}x{n}: {m}")
+            close(a, e, f"rms_norm {name} {rows}x{n}", slack=10)
 
 def test_handwritten_backward_limits_are_errors(built_ops):
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
