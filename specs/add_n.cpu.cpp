@@ -23,8 +23,8 @@ namespace {
 // vectorizes; left to itself GCC jammed pairs of the per-input loops into one it did not
 // vectorize. Pointers come by value: through a closure's references they would be loaded
 // again after every store.
-template <typename scalar_t>
-[[gnu::always_inline]] inline void add_blocks(const scalar_t* const* inputs, int64_t count, scalar_t* out, int64_t begin, int64_t end) {
+template <typename Isa, typename scalar_t>
+[[gnu::always_inline]] inline void add_blocks(Isa isa, const scalar_t* const* inputs, int64_t count, scalar_t* out, int64_t begin, int64_t end) {
   using acc_t = at::opmath_type<scalar_t>;
   constexpr int64_t kBlock = 1024;
   acc_t sum[kBlock];
@@ -32,34 +32,35 @@ template <typename scalar_t>
   acc_t q_block[kBlock];
   for (int64_t start = begin; start < end; start += kBlock) {
     const int64_t n = std::min(kBlock, end - start);
-    const acc_t* first = rowwise::widen(inputs[0] + start, n, sum);
+    const acc_t* first = rowwise::widen(isa, inputs[0] + start, n, sum);
     if (first != sum) {
       std::copy(first, first + n, sum);
     }
     int64_t k = 1;
     for (; k + 2 <= count; k += 2) {
-      const acc_t* p = rowwise::widen(inputs[k] + start, n, p_block);
-      const acc_t* q = rowwise::widen(inputs[k + 1] + start, n, q_block);
+      const acc_t* p = rowwise::widen(isa, inputs[k] + start, n, p_block);
+      const acc_t* q = rowwise::widen(isa, inputs[k + 1] + start, n, q_block);
       for (int64_t i = 0; i < n; ++i) {
         sum[i] = (sum[i] + p[i]) + q[i];
       }
     }
     if (k < count) {
-      const acc_t* p = rowwise::widen(inputs[k] + start, n, p_block);
+      const acc_t* p = rowwise::widen(isa, inputs[k] + start, n, p_block);
       for (int64_t i = 0; i < n; ++i) {
         sum[i] += p[i];
       }
     }
-    rowwise::store(sum, out + start, n);
+    rowwise::store(isa, sum, out + start, n);
   }
 }
 
-// Each floating dtype for each CPU generation; the integral ones use the template as it is.
-#define OPGEN_ADD_BLOCKS(T)                                                                                     \
-  OPGEN_CPU_CLONES void add_blocks(const T* const* inputs, int64_t count, T* out, int64_t begin, int64_t end) { \
-    add_blocks<T>(inputs, count, out, begin, end);                                                             \
+// Each floating dtype for each CPU capability; the integral ones use the template as it is, at
+// the baseline.
+#define OPGEN_ADD_BLOCKS(T, Isa, TARGET)                                                                         \
+  TARGET void add_blocks(Isa isa, const T* const* inputs, int64_t count, T* out, int64_t begin, int64_t end) { \
+    add_blocks<Isa, T>(isa, inputs, count, out, begin, end);                                                     \
   }
-OPGEN_FOR_EACH_FLOATING(OPGEN_ADD_BLOCKS)
+OPGEN_FOR_EACH_FLOATING_AND_CPU(OPGEN_ADD_BLOCKS)
 #undef OPGEN_ADD_BLOCKS
 
 }  // namespace
@@ -80,7 +81,7 @@ void add_n_cpu(const at::Tensor& out, at::TensorList xs) {
     const scalar_t* const* first = ptrs.data();
     scalar_t* y = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, numel, std::max<int64_t>(1024, at::internal::GRAIN_SIZE / count), [=](int64_t begin, int64_t end) {
-      add_blocks(first, count, y, begin, end);  // the overload of a floating scalar_t above
+      rowwise::on_cpu([=](auto isa) { add_blocks(isa, first, count, y, begin, end); });  // an overload above
     });
   });
 }

@@ -17,15 +17,15 @@
 namespace opgen_ops {
 namespace {
 
-template <typename scalar_t>
-[[gnu::always_inline]] inline void normalize_rows(const scalar_t* X, const scalar_t* W, const scalar_t* B, scalar_t* Y, scalar_t* M, scalar_t* R,
+template <typename Isa, typename scalar_t>
+[[gnu::always_inline]] inline void normalize_rows(Isa isa, const scalar_t* X, const scalar_t* W, const scalar_t* B, scalar_t* Y, scalar_t* M, scalar_t* R,
                                                  int64_t begin, int64_t end, int64_t n, double eps) {
   using acc_t = at::opmath_type<scalar_t>;
   rowwise::Scratch<scalar_t> scratch(4, n);
-  const acc_t* w = rowwise::widen(W, n, scratch.row(0));
-  const acc_t* b = rowwise::widen(B, n, scratch.row(1));
+  const acc_t* w = rowwise::widen(isa, W, n, scratch.row(0));
+  const acc_t* b = rowwise::widen(isa, B, n, scratch.row(1));
   for (int64_t r = begin; r < end; ++r) {
-    const acc_t* xr = rowwise::widen(X + r * n, n, scratch.row(2));
+    const acc_t* xr = rowwise::widen(isa, X + r * n, n, scratch.row(2));
     acc_t* yr = rowwise::output(Y + r * n, scratch.row(3));
     // Two passes in opmath (not Welford's, whose division per element does not vectorize): the
     // mean, then the centered sum of squares. Rows of no elements have mean 0 and rstd NaN (0 / 0), as in ATen.
@@ -40,17 +40,17 @@ template <typename scalar_t>
     for (int64_t j = 0; j < n; ++j) {
       yr[j] = (xr[j] - mean) * rstd * w[j] + b[j];
     }
-    rowwise::store(yr, Y + r * n, n);
+    rowwise::store(isa, yr, Y + r * n, n);
   }
 }
 
-// Each dtype for each CPU generation.
-#define OPGEN_NORMALIZE_ROWS(T)                                                                            \
-  OPGEN_CPU_CLONES void normalize_rows(const T* X, const T* W, const T* B, T* Y, T* M, T* R, int64_t begin, \
-                                       int64_t end, int64_t n, double eps) {                                \
-    normalize_rows<T>(X, W, B, Y, M, R, begin, end, n, eps);                                                \
+// Each dtype for each CPU capability.
+#define OPGEN_NORMALIZE_ROWS(T, Isa, TARGET)                                                                       \
+  TARGET void normalize_rows(Isa isa, const T* X, const T* W, const T* B, T* Y, T* M, T* R, int64_t begin, int64_t end, \
+                             int64_t n, double eps) {                                                               \
+    normalize_rows<Isa, T>(isa, X, W, B, Y, M, R, begin, end, n, eps);                                              \
   }
-OPGEN_FOR_EACH_FLOATING(OPGEN_NORMALIZE_ROWS)
+OPGEN_FOR_EACH_FLOATING_AND_CPU(OPGEN_NORMALIZE_ROWS)
 #undef OPGEN_NORMALIZE_ROWS
 
 }  // namespace
@@ -71,7 +71,7 @@ void layer_norm_cpu(const at::Tensor& y, const at::Tensor& mean_out, const at::T
     // Rows are independent: threads split them once each gets ~8K elements (ATen's layer_norm
     // splits at any size; this keeps small inputs on the calling thread).
     at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(n, 1)), [&](int64_t begin, int64_t end) {
-      normalize_rows(X, W, B, Y, M, R, begin, end, n, eps);  // the overload of scalar_t above
+      rowwise::on_cpu([&](auto isa) { normalize_rows(isa, X, W, B, Y, M, R, begin, end, n, eps); });  // an overload above
     });
   });
 }

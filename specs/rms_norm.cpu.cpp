@@ -17,29 +17,29 @@
 namespace opgen_ops {
 namespace {
 
-template <typename scalar_t>
-[[gnu::always_inline]] inline void normalize_rows(const scalar_t* X, const scalar_t* W, scalar_t* Y, int64_t begin, int64_t end, int64_t n, double eps) {
+template <typename Isa, typename scalar_t>
+[[gnu::always_inline]] inline void normalize_rows(Isa isa, const scalar_t* X, const scalar_t* W, scalar_t* Y, int64_t begin, int64_t end, int64_t n, double eps) {
   using acc_t = at::opmath_type<scalar_t>;
   rowwise::Scratch<scalar_t> scratch(3, n);
-  const acc_t* w = rowwise::widen(W, n, scratch.row(0));
+  const acc_t* w = rowwise::widen(isa, W, n, scratch.row(0));
   for (int64_t r = begin; r < end; ++r) {
-    const acc_t* xr = rowwise::widen(X + r * n, n, scratch.row(1));
+    const acc_t* xr = rowwise::widen(isa, X + r * n, n, scratch.row(1));
     acc_t* yr = rowwise::output(Y + r * n, scratch.row(2));
     const acc_t sum_squares = rowwise::sum<acc_t>(n, [&](int64_t j) { return xr[j] * xr[j]; });
     const acc_t rstd = acc_t(1) / std::sqrt(sum_squares / static_cast<acc_t>(n) + static_cast<acc_t>(eps));
     for (int64_t j = 0; j < n; ++j) {
       yr[j] = xr[j] * rstd * w[j];
     }
-    rowwise::store(yr, Y + r * n, n);
+    rowwise::store(isa, yr, Y + r * n, n);
   }
 }
 
-// Each dtype for each CPU generation.
-#define OPGEN_NORMALIZE_ROWS(T)                                                                                        \
-  OPGEN_CPU_CLONES void normalize_rows(const T* X, const T* W, T* Y, int64_t begin, int64_t end, int64_t n, double eps) { \
-    normalize_rows<T>(X, W, Y, begin, end, n, eps);                                                                     \
+// Each dtype for each CPU capability.
+#define OPGEN_NORMALIZE_ROWS(T, Isa, TARGET)                                                                            \
+  TARGET void normalize_rows(Isa isa, const T* X, const T* W, T* Y, int64_t begin, int64_t end, int64_t n, double eps) { \
+    normalize_rows<Isa, T>(isa, X, W, Y, begin, end, n, eps);                                                            \
   }
-OPGEN_FOR_EACH_FLOATING(OPGEN_NORMALIZE_ROWS)
+OPGEN_FOR_EACH_FLOATING_AND_CPU(OPGEN_NORMALIZE_ROWS)
 #undef OPGEN_NORMALIZE_ROWS
 
 }  // namespace
@@ -54,7 +54,7 @@ void rms_norm_cpu(const at::Tensor& out, const at::Tensor& x, const at::Tensor& 
     const scalar_t* W = wc.const_data_ptr<scalar_t>();
     scalar_t* Y = out.mutable_data_ptr<scalar_t>();
     at::parallel_for(0, rows, std::max<int64_t>(1, 8192 / n), [&](int64_t begin, int64_t end) {
-      normalize_rows(X, W, Y, begin, end, n, eps);  // the overload of scalar_t above
+      rowwise::on_cpu([&](auto isa) { normalize_rows(isa, X, W, Y, begin, end, n, eps); });  // an overload above
     });
   });
 }

@@ -1,40 +1,79 @@
 // Helpers of the shipped hand-written kernels (layer_norm, rms_norm and its backward, add_n):
-// row sums that vectorize, code for each x86-64 CPU generation, and float16/bfloat16 rows widened
-// to float32 in one vectorized pass. The extension is compiled for the baseline ISA; the generated
-// kernels get their CPU generations from ATen's dispatch (DEFAULT, AVX2, AVX512), these from the
-// GCC function clones below, one overload per floating dtype.
+// row sums that vectorize, code for each CPU capability, and float16/bfloat16 rows widened to
+// float32 in one vectorized pass.
 #pragma once
 
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 #include <ATen/OpMathType.h>
+#include <ATen/Version.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 #include <vector>
 
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(__clang__)
-#define OPGEN_CPU_MULTIVERSION 1
+#if defined(__x86_64__) && defined(__GNUC__)
+#define OPGEN_X86_TARGETS 1
 #include <immintrin.h>
+// What ATen compiles its AVX2 and AVX512 kernels for (opgen.build.CAPABILITY_FLAGS), per function.
+#define OPGEN_TARGET_AVX2 __attribute__((target("avx2,fma,f16c")))
+#define OPGEN_TARGET_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c")))
 #else
-#define OPGEN_CPU_MULTIVERSION 0
+#define OPGEN_X86_TARGETS 0
+#define OPGEN_TARGET_AVX2
+#define OPGEN_TARGET_AVX512
 #endif
 
-// On a function: GCC compiles it for AVX-512 (x86-64-v4), AVX2 with FMA (x86-64-v3) and the
-// baseline, and the dynamic loader picks the version for the CPU once (an ifunc). What the
-// function inlines (the kernels' always_inline templates) is compiled for each version too.
-// Unlike the generated kernels, ATEN_CPU_CAPABILITY does not choose among them.
-#if OPGEN_CPU_MULTIVERSION
-#define OPGEN_CPU_CLONES [[gnu::target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")]]
-#else
-#define OPGEN_CPU_CLONES
-#endif
-
-// The floating dtypes the shipped kernels take, for one cloned overload per dtype: M(type).
-#define OPGEN_FOR_EACH_FLOATING(M) M(float) M(double) M(c10::Half) M(c10::BFloat16)
+// Each floating dtype with each CPU capability, M(type, capability tag, target attribute): one
+// overload per pair, compiled for that capability, of a kernel template that takes the tag first.
+#define OPGEN_FOR_EACH_FLOATING_AND_CPU(M)  \
+  OPGEN_FOR_EACH_CPU_OF(M, float)           \
+  OPGEN_FOR_EACH_CPU_OF(M, double)          \
+  OPGEN_FOR_EACH_CPU_OF(M, c10::Half)       \
+  OPGEN_FOR_EACH_CPU_OF(M, c10::BFloat16)
+#define OPGEN_FOR_EACH_CPU_OF(M, T)                      \
+  M(T, ::opgen_ops::rowwise::Default, )                  \
+  M(T, ::opgen_ops::rowwise::Avx2, OPGEN_TARGET_AVX2)    \
+  M(T, ::opgen_ops::rowwise::Avx512, OPGEN_TARGET_AVX512)
 
 namespace opgen_ops::rowwise {
+
+// The CPU capabilities, in ATen's names, as tags that pick a kernel's overload. Like the
+// generated kernels, the hand-written ones run the capability ATen runs its own kernels at: the
+// best the CPU has, or the one ATEN_CPU_CAPABILITY names, so every variant can be tested on one
+// machine. `on_cpu(f)` calls f(tag), chosen once.
+struct Default {};
+struct Avx2 {};
+struct Avx512 {};
+
+enum class Capability { kDefault, kAvx2, kAvx512 };
+
+inline Capability cpu_capability() {
+  static const Capability chosen = [] {
+    const std::string name = at::get_cpu_capability();
+    if (name == "AVX512") return Capability::kAvx512;
+    if (name == "AVX2") return Capability::kAvx2;
+    return Capability::kDefault;
+  }();
+  return chosen;
+}
+
+template <typename F>
+[[gnu::always_inline]] inline void on_cpu(F&& f) {
+  switch (cpu_capability()) {
+    case Capability::kAvx512:
+      f(Avx512{});
+      return;
+    case Capability::kAvx2:
+      f(Avx2{});
+      return;
+    case Capability::kDefault:
+      f(Default{});
+      return;
+  }
+}
 
 // Partial sums per reduction. One running sum waits on an add's latency at every element, and
 // without -ffast-math the compiler may not reorder it into vector lanes; 32 independent sums
@@ -63,20 +102,29 @@ template <typename T, typename Term>
   return s[0];
 }
 
-// float16 and bfloat16 to and from float32, n values. Element by element, a float16 conversion
-// in software is a dozen integer operations (c10::Half has no F16C unless the whole file is
-// compiled for it); F16C converts eight values an instruction on every x86-64-v3 CPU. Both round
-// to nearest even, as c10 does. bfloat16 is bit shifts, which the compiler vectorizes.
+// float16 and bfloat16 to and from float32, n values, for each capability. Element by element,
+// a float16 conversion in software is a dozen integer operations; F16C converts 8 values an
+// instruction (16 with AVX-512), and GCC does not vectorize _Float16 conversions itself, hence the
+// intrinsics. All round to nearest even, as c10 does. bfloat16 is bit shifts, which the compiler
+// vectorizes for each target.
 namespace {
 
-#if OPGEN_CPU_MULTIVERSION
-[[gnu::target("default")]] void to_float(const c10::Half* src, float* dst, int64_t n) {
+void to_float(Default, const c10::Half* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     dst[i] = static_cast<float>(src[i]);
   }
 }
 
-[[gnu::target("arch=x86-64-v3")]] void to_float(const c10::Half* src, float* dst, int64_t n) {
+void from_float(Default, const float* src, c10::Half* dst, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    dst[i] = static_cast<c10::Half>(src[i]);
+  }
+}
+
+#if OPGEN_X86_TARGETS
+constexpr int kRoundToNearestEven = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+
+OPGEN_TARGET_AVX2 void to_float(Avx2, const c10::Half* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i))));
@@ -86,48 +134,60 @@ namespace {
   }
 }
 
-[[gnu::target("default")]] void from_float(const float* src, c10::Half* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<c10::Half>(src[i]);
+OPGEN_TARGET_AVX2 void from_float(Avx2, const float* src, c10::Half* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), kRoundToNearestEven));
+  }
+  for (; i < n; ++i) {
+    dst[i].x = _cvtss_sh(src[i], kRoundToNearestEven);
   }
 }
 
-[[gnu::target("arch=x86-64-v3")]] void from_float(const float* src, c10::Half* dst, int64_t n) {
+// The last n % 16 values with masked loads and stores, which touch nothing past the end.
+OPGEN_TARGET_AVX512 void to_float(Avx512, const c10::Half* src, float* dst, int64_t n) {
   int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  for (; i + 16 <= n; i += 16) {
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i))));
   }
-  for (; i < n; ++i) {
-    dst[i].x = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  if (i < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(dst + i, tail, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail, src + i)));
+  }
+}
+
+OPGEN_TARGET_AVX512 void from_float(Avx512, const float* src, c10::Half* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), _mm512_cvtps_ph(_mm512_loadu_ps(src + i), kRoundToNearestEven));
+  }
+  if (i < n) {
+    const __mmask16 tail = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm256_mask_storeu_epi16(dst + i, tail, _mm512_cvtps_ph(_mm512_maskz_loadu_ps(tail, src + i), kRoundToNearestEven));
   }
 }
 #else
-void to_float(const c10::Half* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<float>(src[i]);
-  }
-}
-
-void from_float(const float* src, c10::Half* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<c10::Half>(src[i]);
-  }
-}
+void to_float(Avx2, const c10::Half* src, float* dst, int64_t n) { to_float(Default{}, src, dst, n); }
+void from_float(Avx2, const float* src, c10::Half* dst, int64_t n) { from_float(Default{}, src, dst, n); }
+void to_float(Avx512, const c10::Half* src, float* dst, int64_t n) { to_float(Default{}, src, dst, n); }
+void from_float(Avx512, const float* src, c10::Half* dst, int64_t n) { from_float(Default{}, src, dst, n); }
 #endif
 
-OPGEN_CPU_CLONES
-void to_float(const c10::BFloat16* src, float* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<float>(src[i]);
+#define OPGEN_BFLOAT16_CONVERSIONS(Isa, TARGET)                              \
+  TARGET void to_float(Isa, const c10::BFloat16* src, float* dst, int64_t n) { \
+    for (int64_t i = 0; i < n; ++i) {                                        \
+      dst[i] = static_cast<float>(src[i]);                                   \
+    }                                                                        \
+  }                                                                          \
+  TARGET void from_float(Isa, const float* src, c10::BFloat16* dst, int64_t n) { \
+    for (int64_t i = 0; i < n; ++i) {                                        \
+      dst[i] = static_cast<c10::BFloat16>(src[i]);                           \
+    }                                                                        \
   }
-}
-
-OPGEN_CPU_CLONES
-void from_float(const float* src, c10::BFloat16* dst, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = static_cast<c10::BFloat16>(src[i]);
-  }
-}
+OPGEN_BFLOAT16_CONVERSIONS(Default, )
+OPGEN_BFLOAT16_CONVERSIONS(Avx2, OPGEN_TARGET_AVX2)
+OPGEN_BFLOAT16_CONVERSIONS(Avx512, OPGEN_TARGET_AVX512)
+#undef OPGEN_BFLOAT16_CONVERSIONS
 
 }  // namespace
 
@@ -152,10 +212,10 @@ class Scratch {
 };
 
 // n values of `row` as opmath values: `row` itself, or its values widened into `buffer`.
-template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
-[[gnu::always_inline]] inline const acc_t* widen(const scalar_t* row, int64_t n, acc_t* buffer) {
+template <typename Isa, typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
+[[gnu::always_inline]] inline const acc_t* widen(Isa isa, const scalar_t* row, int64_t n, acc_t* buffer) {
   if constexpr (kWidened<scalar_t>) {
-    to_float(row, buffer, n);
+    to_float(isa, row, buffer, n);
     return buffer;
   } else {
     return row;
@@ -173,10 +233,10 @@ template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
 }
 
 // n opmath values into `row`, rounded to its dtype; nothing to do when they are `row` already.
-template <typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
-[[gnu::always_inline]] inline void store(const acc_t* values, scalar_t* row, int64_t n) {
+template <typename Isa, typename scalar_t, typename acc_t = at::opmath_type<scalar_t>>
+[[gnu::always_inline]] inline void store(Isa isa, const acc_t* values, scalar_t* row, int64_t n) {
   if constexpr (kWidened<scalar_t>) {
-    from_float(values, row, n);
+    from_float(isa, values, row, n);
   } else if (values != row) {
     std::copy(values, values + n, row);
   }

@@ -4,6 +4,7 @@ overwritten, reported by `opgen check` when missing)."""
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -45,7 +46,7 @@ def test_add_n_lists(built_ops):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64])
 def test_add_n_rounds_like_the_eager_chain(built_ops, dtype):
     # inputs added two at a time, then one left over, in blocks of 1,024 elements: every count up
-    # to 5, lengths around a block and around the eight-value float16 conversions; float16 and
+    # to 5, lengths around a block and around the 8- and 16-value float16 conversions; float16 and
     # bfloat16 sum in float32 and round once, float16 with inputs that overflow its range
     gen = torch.Generator().manual_seed(4)
     scale = 20000 if dtype == torch.float16 else 100
@@ -92,7 +93,7 @@ def test_normalizations_match_torch(built_ops):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_row_kernels_at_every_kind_of_length(built_ops, dtype):
-    # rows of fewer than, exactly and more than the 32 partial sums and the eight-value float16
+    # rows of fewer than, exactly and more than the 32 partial sums and the 8- and 16-value float16
     # conversions, and dw over more than one block of 256 columns. float16 and bfloat16 compute in
     # float32 and round once: within the dtype's default tolerance of the float64 result rounded
     tol = {torch.float32: 1e-4, torch.float64: 1e-10}.get(dtype)
@@ -118,6 +119,26 @@ def test_row_kernels_at_every_kind_of_length(built_ops, dtype):
         close(got, ref, f"rms_norm {rows}x{n}")
         for name, a, e in zip(("dx", "dw"), torch.autograd.grad(got, (xg, wg), g), torch.autograd.grad(ref, (x64, w64), g.double())):
             close(a, e, f"rms_norm {name} {rows}x{n}", slack=10)
+
+_KERNEL_TESTS = "rounds_like_the_eager_chain or conversions_are_exact or every_kind_of_length or normalizations_match"
+
+
+@pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
+def test_row_kernels_at_each_cpu_capability(built_ops, capability):
+    # The kernels above run the variant ATen picks for this process; ATEN_CPU_CAPABILITY picks each
+    # of the others, in a process of its own (ATen reads it once).
+    from opgen import testing
+
+    if capability.upper() not in testing.runnable_cpu_capabilities():
+        pytest.skip(f"this CPU has no {capability.upper()}")
+    if capability.upper() == torch.backends.cpu.get_cpu_capability():
+        pytest.skip(f"{capability.upper()} is what this process runs, in the tests above")
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, OPGEN_SKIP_BUILD="1")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", _KERNEL_TESTS]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+
 
 def test_handwritten_backward_limits_are_errors(built_ops):
     x = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
