@@ -216,7 +216,7 @@ torch::autograd::variable_list AbsMaxBackward::apply(torch::autograd::variable_l
   return out;
 }
 
-at::Tensor abs_max_autograd(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
+at::Tensor abs_max_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
   opgen::check_defined(x, _op, "x");
   c10::intrusive_ptr<AbsMaxBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
@@ -230,8 +230,9 @@ at::Tensor abs_max_autograd(const at::Tensor& x, at::IntArrayRef dim, bool keepd
   }
   at::Tensor _outputs;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    _outputs = forward_op().call(x, dim, keepdim);
+    _outputs = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, dim, keepdim);
   }
   at::Tensor& result = _outputs;
   if (grad_fn) {

@@ -396,7 +396,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& a, [[maybe_unused]] const 
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
 }
 
-at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b, double alpha) {
+at::Tensor add_autograd(c10::DispatchKeySet _ks, const at::Tensor& a, const at::Tensor& b, double alpha) {
   opgen::check_defined(a, "opgen_ops.add", "a");
   opgen::check_defined(b, "opgen_ops.add", "b");
   c10::intrusive_ptr<AddBackward> grad_fn;
@@ -411,8 +411,9 @@ at::Tensor add_autograd(const at::Tensor& a, const at::Tensor& b, double alpha) 
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(a, b, alpha);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, a, b, alpha);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

@@ -193,7 +193,7 @@ torch::autograd::variable_list AddNBackward::apply(torch::autograd::variable_lis
   return out;
 }
 
-at::Tensor add_n_autograd(at::TensorList xs) {
+at::Tensor add_n_autograd(c10::DispatchKeySet _ks, at::TensorList xs) {
   c10::intrusive_ptr<AddNBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(xs)) {
     grad_fn = c10::make_intrusive<AddNBackward>();
@@ -208,8 +208,9 @@ at::Tensor add_n_autograd(at::TensorList xs) {
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(xs);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, xs);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

@@ -343,7 +343,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, double min, double max,
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
 }
 
-at::Tensor clamp_autograd(const at::Tensor& x, double min, double max) {
+at::Tensor clamp_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, double min, double max) {
   opgen::check_defined(x, "opgen_ops.clamp", "x");
   c10::intrusive_ptr<ClampBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
@@ -357,8 +357,9 @@ at::Tensor clamp_autograd(const at::Tensor& x, double min, double max) {
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x, min, max);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, min, max);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

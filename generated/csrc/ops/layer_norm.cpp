@@ -171,7 +171,7 @@ torch::autograd::variable_list LayerNormBackward::apply(torch::autograd::variabl
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_autograd(const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
   c10::intrusive_ptr<LayerNormBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x, weight, bias)) {
     grad_fn = c10::make_intrusive<LayerNormBackward>();
@@ -197,8 +197,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_autograd(const at::Ten
   }
   std::tuple<at::Tensor, at::Tensor, at::Tensor> result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x, weight, bias, eps);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, weight, bias, eps);
   }
   if (grad_fn) {
     const at::Tensor& y = std::get<0>(result);

@@ -216,7 +216,7 @@ torch::autograd::variable_list LogsumexpBackward::apply(torch::autograd::variabl
   return out;
 }
 
-at::Tensor logsumexp_autograd(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
+at::Tensor logsumexp_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
   opgen::check_defined(x, _op, "x");
   c10::intrusive_ptr<LogsumexpBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
@@ -230,8 +230,9 @@ at::Tensor logsumexp_autograd(const at::Tensor& x, at::IntArrayRef dim, bool kee
   }
   at::Tensor _outputs;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    _outputs = forward_op().call(x, dim, keepdim);
+    _outputs = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, dim, keepdim);
   }
   at::Tensor& result = _outputs;
   if (grad_fn) {

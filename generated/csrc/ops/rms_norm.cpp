@@ -226,7 +226,7 @@ torch::autograd::variable_list RmsNormBackward::apply(torch::autograd::variable_
   return out;
 }
 
-at::Tensor rms_norm_autograd(const at::Tensor& x, const at::Tensor& weight, double eps) {
+at::Tensor rms_norm_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const at::Tensor& weight, double eps) {
   c10::intrusive_ptr<RmsNormBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x, weight)) {
     grad_fn = c10::make_intrusive<RmsNormBackward>();
@@ -248,8 +248,9 @@ at::Tensor rms_norm_autograd(const at::Tensor& x, const at::Tensor& weight, doub
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x, weight, eps);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, weight, eps);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

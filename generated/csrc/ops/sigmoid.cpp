@@ -340,7 +340,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const 
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
 }
 
-at::Tensor sigmoid_autograd(const at::Tensor& x) {
+at::Tensor sigmoid_autograd(c10::DispatchKeySet _ks, const at::Tensor& x) {
   opgen::check_defined(x, "opgen_ops.sigmoid", "x");
   c10::intrusive_ptr<SigmoidBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
@@ -351,8 +351,9 @@ at::Tensor sigmoid_autograd(const at::Tensor& x) {
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

@@ -344,7 +344,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, double beta, double thr
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
 }
 
-at::Tensor softplus_autograd(const at::Tensor& x, double beta, double threshold) {
+at::Tensor softplus_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, double beta, double threshold) {
   opgen::check_defined(x, "opgen_ops.softplus", "x");
   c10::intrusive_ptr<SoftplusBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
@@ -358,8 +358,9 @@ at::Tensor softplus_autograd(const at::Tensor& x, double beta, double threshold)
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x, beta, threshold);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, beta, threshold);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

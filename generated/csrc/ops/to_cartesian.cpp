@@ -361,7 +361,7 @@ at::Tensor tangent_y([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] cons
   return _tangent.defined() ? _tangent.expand_symint(y.sym_sizes()).to(y.scalar_type()) : _tangent;
 }
 
-std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(const at::Tensor& r, const at::Tensor& theta) {
+std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(c10::DispatchKeySet _ks, const at::Tensor& r, const at::Tensor& theta) {
   opgen::check_defined(r, "opgen_ops.to_cartesian", "r");
   opgen::check_defined(theta, "opgen_ops.to_cartesian", "theta");
   c10::intrusive_ptr<ToCartesianBackward> grad_fn;
@@ -376,8 +376,9 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(const at::Tensor& r, co
   }
   std::tuple<at::Tensor, at::Tensor> result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(r, theta);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, r, theta);
   }
   const at::Tensor& x = std::get<0>(result);
   const at::Tensor& y = std::get<1>(result);

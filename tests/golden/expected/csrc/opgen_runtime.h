@@ -91,13 +91,17 @@ inline void advise_huge_pages(void* data, size_t nbytes) {
 }
 
 // A new output: at::detail::empty_cpu without the dispatcher round trip for plain CPU tensors
-// (the common case, about 0.1 us a call), with huge pages when large; every other device (Meta,
-// CUDA) through at::empty. Kernels write every element, so deterministic-mode filling is not needed.
+// (the common case, about 0.1 us a call; its dtype overload, which skips unpacking the options),
+// with huge pages when large; every other device (Meta, CUDA) through at::empty. Kernels write
+// every element, so deterministic-mode filling is not needed.
 inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions& options) {
   if (options.device().is_cpu()) {
     if (auto sizes = c10::asIntArrayRefSlowOpt(shape)) {
-      at::Tensor out = at::detail::empty_cpu(*sizes, options);
-      advise_huge_pages(out.data_ptr(), out.nbytes());
+      at::Tensor out = at::detail::empty_cpu(*sizes, c10::typeMetaToScalarType(options.dtype()),
+                                             options.pinned_memory(), options.memory_format_opt());
+      if (out.nbytes() >= kHugePageBytes) {
+        advise_huge_pages(out.data_ptr(), out.nbytes());
+      }
       return out;
     }
   }

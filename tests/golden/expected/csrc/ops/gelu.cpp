@@ -342,7 +342,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, std::string approximate
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
 }
 
-at::Tensor gelu_autograd(const at::Tensor& x, c10::string_view approximate) {
+at::Tensor gelu_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, c10::string_view approximate) {
   opgen::check_defined(x, "golden.gelu", "x");
   c10::intrusive_ptr<GeluBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
@@ -355,8 +355,9 @@ at::Tensor gelu_autograd(const at::Tensor& x, c10::string_view approximate) {
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x, approximate);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, approximate);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

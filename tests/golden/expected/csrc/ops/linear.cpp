@@ -202,7 +202,7 @@ torch::autograd::variable_list LinearBackward::apply(torch::autograd::variable_l
   return out;
 }
 
-at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
+at::Tensor linear_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
   c10::intrusive_ptr<LinearBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x, w, bias)) {
     grad_fn = c10::make_intrusive<LinearBackward>();
@@ -230,8 +230,9 @@ at::Tensor linear_autograd(const at::Tensor& x, const at::Tensor& w, const std::
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x, w, bias);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, w, bias);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

@@ -162,7 +162,7 @@ torch::autograd::variable_list MaxBackward::apply(torch::autograd::variable_list
   return out;
 }
 
-std::tuple<at::Tensor, at::Tensor> max_autograd(const at::Tensor& x, int64_t dim, bool keepdim) {
+std::tuple<at::Tensor, at::Tensor> max_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, int64_t dim, bool keepdim) {
   opgen::check_defined(x, _op, "x");
   c10::intrusive_ptr<MaxBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
@@ -175,8 +175,9 @@ std::tuple<at::Tensor, at::Tensor> max_autograd(const at::Tensor& x, int64_t dim
   }
   std::tuple<at::Tensor, at::Tensor> _outputs;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    _outputs = forward_op().call(x, dim, keepdim);
+    _outputs = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, dim, keepdim);
   }
   at::Tensor& result = std::get<0>(_outputs);
   at::Tensor& indices = std::get<1>(_outputs);

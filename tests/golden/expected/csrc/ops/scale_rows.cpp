@@ -380,7 +380,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const 
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
 }
 
-at::Tensor scale_rows_autograd(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
+at::Tensor scale_rows_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
   opgen::check_defined(x, "golden.scale_rows", "x");
   opgen::check_defined(scale, "golden.scale_rows", "scale");
   c10::intrusive_ptr<ScaleRowsBackward> grad_fn;
@@ -398,8 +398,9 @@ at::Tensor scale_rows_autograd(const at::Tensor& x, const at::Tensor& scale, con
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x, scale, offset, power);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, scale, offset, power);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);

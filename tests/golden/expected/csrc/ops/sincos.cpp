@@ -317,7 +317,7 @@ at::Tensor tangent_cos([[maybe_unused]] const at::Tensor& x, double scale, [[may
   return _tangent.defined() ? _tangent.expand_symint(cos.sym_sizes()).to(cos.scalar_type()) : _tangent;
 }
 
-std::tuple<at::Tensor, at::Tensor> sincos_autograd(const at::Tensor& x, double scale) {
+std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, double scale) {
   opgen::check_defined(x, "golden.sincos", "x");
   c10::intrusive_ptr<SincosBackward> grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
@@ -330,8 +330,9 @@ std::tuple<at::Tensor, at::Tensor> sincos_autograd(const at::Tensor& x, double s
   }
   std::tuple<at::Tensor, at::Tensor> result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(x, scale);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, scale);
   }
   const at::Tensor& sin = std::get<0>(result);
   const at::Tensor& cos = std::get<1>(result);

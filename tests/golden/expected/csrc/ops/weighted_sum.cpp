@@ -359,7 +359,7 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& a, [[maybe_unused]] const 
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
 }
 
-at::Tensor weighted_sum_autograd(const at::Tensor& a, const at::Tensor& b, double weight) {
+at::Tensor weighted_sum_autograd(c10::DispatchKeySet _ks, const at::Tensor& a, const at::Tensor& b, double weight) {
   opgen::check_defined(a, "golden.weighted_sum", "a");
   opgen::check_defined(b, "golden.weighted_sum", "b");
   c10::intrusive_ptr<WeightedSumBackward> grad_fn;
@@ -374,8 +374,9 @@ at::Tensor weighted_sum_autograd(const at::Tensor& a, const at::Tensor& b, doubl
   }
   at::Tensor result;
   {
+    // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().call(a, b, weight);
+    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, a, b, weight);
   }
   if (grad_fn) {
     torch::autograd::set_history(result, grad_fn);
