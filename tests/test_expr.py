@@ -93,6 +93,22 @@ def test_per_element_conditions_use_where():
     assert code.body == "opgen::where((x > _t(0.0)), x, _t(0.0))"
 
 
+def test_extrema_against_per_call_numbers_use_the_one_instruction_form():
+    # a literal is never NaN
+    assert cpp_expr.kernel_code(E.parse_expr("maximum(x, 0)"), SCOPE, ["x", "y"]).body == "opgen::maximum_uniform(x, _t(0.0))"
+    assert cpp_expr.kernel_code(E.parse_expr("minimum(1, x)"), SCOPE, ["x", "y"]).body == "opgen::minimum_uniform(x, _t(1.0))"
+    # an attribute may be: the fast form under a per-call condition, the NaN-propagating one otherwise
+    code = cpp_expr.kernel_code(E.parse_expr("clamp(x, -w, w) + maximum(y, w)"), SCOPE, ["x", "y"])
+    assert code.hoisted_numbers == ["(-w)", "w"]
+    assert code.hoisted_conditions == ["!std::isnan(static_cast<double>((-w))) && !std::isnan(static_cast<double>(w))"]
+    assert code.body == ("(_c0 ? (opgen::clamp_uniform(x, _u0, _u1) + opgen::maximum_uniform(y, _u1))"
+                         " : (opgen::clamp(x, _u0, _u1) + opgen::maximum(y, _u1)))")
+    # two elements, or no element: the general forms
+    assert cpp_expr.kernel_code(E.parse_expr("maximum(x, y)"), SCOPE, ["x", "y"]).body == "opgen::maximum(x, y)"
+    assert cpp_expr.kernel_code(E.parse_expr("clamp(x, y, 1)"), SCOPE, ["x", "y"]).body == "opgen::clamp(x, y, _t(1.0))"
+    assert cpp_expr.kernel_code(E.parse_expr("x + maximum(w, 1)"), SCOPE, ["x", "y"]).body == "(x + _u0)"
+
+
 def test_checks_over_sizes_are_symbolic():
     scope = E.Scope(SCOPE.names, False, "check")
     assert cpp_expr.symbolic(E.parse_expr("x.size(-1) == y.size(0)"), scope) == "x.sym_size(int64_t{-1}).sym_eq(y.sym_size(int64_t{0}))"

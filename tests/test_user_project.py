@@ -125,6 +125,30 @@ print("tanh ok", torch.backends.cpu.get_cpu_capability(), x.numel())
 """
 
 
+# minimum / maximum against a per-call number take a one-instruction form when that number is not
+# NaN (opgen_math.h: maximum_uniform); a NaN attribute must still give NaN everywhere, NaN in x must
+# propagate, on the contiguous loop and the TensorIterator path, at every capability.
+BOUNDED = {"signature": "bounded(Tensor x, *, float lo=0.0) -> Tensor", "dtypes": ["float32", "float64", "bfloat16"],
+           "shape": "same(x)", "kernel": {"pointwise": "minimum(maximum(x, lo), 1)"},
+           "reference": "torch.clamp(x, min=lo, max=1.0)"}
+
+BOUNDED_SCRIPT = r"""
+import sys, torch, opgen
+ops = opgen.load(sys.argv[1])
+for dtype in (torch.float32, torch.float64, torch.bfloat16):
+    x = torch.randn(203, dtype=dtype) * 2
+    x[::5] = float("nan")
+    x[1], x[2], x[3], x[4] = float("inf"), -float("inf"), -0.0, 1.0
+    for lo in (0.25, -0.0, 3.0, -float("inf"), float("inf"), float("nan")):
+        for t in (x, x[::2]):  # the flat contiguous loop, then a strided TensorIterator
+            got = ops.bounded(t, lo=lo)
+            want = torch.minimum(torch.maximum(t, torch.tensor(lo, dtype=dtype)), torch.tensor(1.0, dtype=dtype))
+            assert torch.equal(got.isnan(), want.isnan()), (dtype, lo, got, want)
+            assert torch.equal(got.nan_to_num(), want.nan_to_num()), (dtype, lo, got, want)
+print("bounded ok", torch.backends.cpu.get_cpu_capability())
+"""
+
+
 def test_init_generate_build_load(tmp_path, built_ops):
     project = tmp_path / "myops"
     opgen = [sys.executable, "-m", "opgen"]
@@ -151,6 +175,7 @@ def test_init_generate_build_load(tmp_path, built_ops):
     tanh_of = {"signature": "tanh_of(Tensor x) -> Tensor", "dtypes": ["float32", "float64"],
                "shape": "same(x)", "kernel": {"pointwise": "tanh(x)"}, "gradient": "auto"}
     (project / "specs" / "tanh_of.yaml").write_text(yaml.safe_dump(tanh_of))
+    (project / "specs" / "bounded.yaml").write_text(yaml.safe_dump(BOUNDED))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)
     subprocess.run([*opgen, "--project", str(project), "check"], check=True)
     build = subprocess.run([*opgen, "--project", str(project), "build"], capture_output=True, text=True)
@@ -168,6 +193,9 @@ def test_init_generate_build_load(tmp_path, built_ops):
         proc = subprocess.run([sys.executable, "-c", TANH_SCRIPT, str(project)], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"tanh ok {capability.upper()}" in proc.stdout, proc.stdout
+        proc = subprocess.run([sys.executable, "-c", BOUNDED_SCRIPT, str(project)], capture_output=True, text=True, env=env)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert f"bounded ok {capability.upper()}" in proc.stdout, proc.stdout
     # `opgen test`: the generic property suite on the project's own specs
     suite = subprocess.run([*opgen, "--project", str(project), "test", "-q", "-k", "not bad_square and not rows_of"],
                            capture_output=True, text=True)

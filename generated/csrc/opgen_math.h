@@ -88,6 +88,21 @@ inline Vec<T> maximum(const Vec<T>& a, const Vec<T>& b) { return at::vec::maximu
 template <typename T>
 inline auto clamp(const T& x, const T& lo, const T& hi) { return minimum(maximum(x, lo), hi); }
 
+// The same where `bound` is a per-call number that is not NaN (a literal, or an attribute the
+// kernel checked): NaN in `a` still propagates, and a vector takes one instruction (maxps / minps
+// return their second operand, `a`, when either is NaN) where the two-sided NaN check takes four.
+// Of two equal zeros `a` is kept, as in ATen's clamp_min / clamp_max.
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+inline T maximum_uniform(T a, T bound) { return a < bound ? bound : a; }
+template <typename T>
+inline Vec<T> maximum_uniform(const Vec<T>& a, const Vec<T>& bound) { return at::vec::clamp_min(a, bound); }
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+inline T minimum_uniform(T a, T bound) { return a > bound ? bound : a; }
+template <typename T>
+inline Vec<T> minimum_uniform(const Vec<T>& a, const Vec<T>& bound) { return at::vec::clamp_max(a, bound); }
+template <typename T>
+inline auto clamp_uniform(const T& x, const T& lo, const T& hi) { return minimum_uniform(maximum_uniform(x, lo), hi); }
+
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T pow(T a, T b) { return std::pow(a, b); }
 template <typename T>

@@ -13,6 +13,7 @@ with symbolic shapes under ``torch.compile``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from .. import expr as E
@@ -32,6 +33,12 @@ class KernelCode:
         return only
 
 
+# minimum / maximum / clamp of an element and per-call numbers that are not NaN: at::vec's
+# clamp_min / clamp_max, one instruction where a NaN-propagating minimum / maximum of two vectors
+# takes four (compare, mask, min or max, or). NaN in the element still propagates.
+_EXTREMA = {"maximum": "maximum_uniform", "minimum": "minimum_uniform", "clamp": "clamp_uniform"}
+
+
 class _KernelPrinter:
     def __init__(self, scope: E.Scope, tensor_params: list[str]) -> None:
         self.scope = scope
@@ -40,6 +47,10 @@ class _KernelPrinter:
         self.conditions: list[str] = []
         self.kinds: dict[int, str] = {}
         self.elementwise: dict[int, bool] = {}
+        # Whether attributes under minimum / maximum / clamp may be taken as not NaN (the printer
+        # prints a kernel twice when they occur, once each way, and `kernel_code` picks per call).
+        self.assume_not_nan = False
+        self.maybe_nan: list[str] = []  # those attributes' uniform C++ expressions
 
     def is_uniform(self, e: E.Expr) -> bool:
         return not E.reads_tensors(e, self.scope, self.elementwise)
@@ -66,8 +77,37 @@ class _KernelPrinter:
             if e.fn == "where" and E.typecheck(e.args[0], self.scope, self.kinds) == E.BOOL:
                 c, a, b = (self.element(x) for x in e.args)
                 return f"({c} ? {a} : {b})"
+            if e.fn in _EXTREMA:
+                fast = self.extremum(e)
+                if fast is not None:
+                    return fast
             return f"opgen::{e.fn}({', '.join(self.element(a) for a in e.args)})"
         raise TypeError(f"not an element expression: {e!r}")
+
+    def extremum(self, e: E.Call) -> str | None:
+        """`opgen::<fn>_uniform(element, numbers...)` where every other operand is a per-call number
+        that is not NaN: a literal always, an attribute when `assume_not_nan`; None otherwise."""
+        args = list(e.args)
+        if e.fn == "clamp":
+            element, bounds = args[0], args[1:]
+        else:
+            uniform_args = [a for a in args if self.is_uniform(a)]
+            if len(uniform_args) != 1:
+                return None
+            bounds = uniform_args
+            element = args[1] if uniform_args[0] is args[0] else args[0]  # maximum is symmetric in value
+        if self.is_uniform(element) or not all(self.is_uniform(b) for b in bounds):
+            return None
+        if any(isinstance(b, E.Num) and math.isnan(b.value) for b in bounds):
+            return None
+        attributes = [b for b in bounds if not isinstance(b, E.Num)]
+        for b in attributes:
+            code = uniform(b, self.scope)
+            if code not in self.maybe_nan:
+                self.maybe_nan.append(code)
+        if attributes and not self.assume_not_nan:
+            return None
+        return f"opgen::{_EXTREMA[e.fn]}({', '.join(self.element(a) for a in [element, *bounds])})"
 
     def power(self, e: E.Binary) -> str:
         if isinstance(e.rhs, E.Num) and e.rhs.value in (1, 2, 3, 0.5, -1):
@@ -86,7 +126,15 @@ class _KernelPrinter:
 def kernel_code(exprs: E.Expr | list[E.Expr], scope: E.Scope, tensor_params: list[str]) -> KernelCode:
     """C++ for one or several element expressions that share their hoisted per-call values."""
     p = _KernelPrinter(scope, tensor_params)
-    bodies = [p.element(e) for e in (exprs if isinstance(exprs, list) else [exprs])]
+    exprs = exprs if isinstance(exprs, list) else [exprs]
+    bodies = [p.element(e) for e in exprs]
+    if p.maybe_nan:
+        # Attributes bound minimum / maximum / clamp: the fast form when none of them is NaN, a
+        # condition checked once per call (the loop is unswitched on it), else the exact one.
+        p.assume_not_nan = True
+        fast = [p.element(e) for e in exprs]
+        not_nan = p.hoist(p.conditions, " && ".join(f"!std::isnan(static_cast<double>({c}))" for c in p.maybe_nan), "_c")
+        bodies = [f"({not_nan} ? {f} : {b})" for f, b in zip(fast, bodies)]
     return KernelCode(tensor_params, bodies, p.numbers, p.conditions)
 
 

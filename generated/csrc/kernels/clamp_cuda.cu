@@ -12,12 +12,13 @@ namespace {
 template <typename scalar_t>
 void clamp_loop(at::TensorIteratorBase& _iter, double min, double max) {
   using opmath_t = at::opmath_type<scalar_t>;
+  const bool _c0 = !std::isnan(static_cast<double>(max)) && !std::isnan(static_cast<double>(min));
   const opmath_t _u0 = static_cast<opmath_t>(min);
   const opmath_t _u1 = static_cast<opmath_t>(max);
   at::native::gpu_kernel(_iter, [=] GPU_LAMBDA(scalar_t _x_in) -> scalar_t {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
-    return static_cast<scalar_t>(opgen::minimum(opgen::maximum(x, _u0), _u1));
+    return static_cast<scalar_t>((_c0 ? opgen::minimum_uniform(opgen::maximum_uniform(x, _u0), _u1) : opgen::minimum(opgen::maximum(x, _u0), _u1)));
   });
 }
 

@@ -15,7 +15,7 @@ void relu_loop(at::TensorIteratorBase& _iter) {
   using _fvec = at::vec::Vectorized<opmath_t>;
   auto _f0 = [=]([[maybe_unused]] auto x) {
     using _t = decltype(x);
-    return opgen::maximum(x, _t(0.0));
+    return opgen::maximum_uniform(x, _t(0.0));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
@@ -46,7 +46,7 @@ void relu_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const s
   using _fvec = at::vec::Vectorized<opmath_t>;
   auto _f0 = [=]([[maybe_unused]] auto x) {
     using _t = decltype(x);
-    return opgen::maximum(x, _t(0.0));
+    return opgen::maximum_uniform(x, _t(0.0));
   };
 
   int64_t _i = _begin;

@@ -15,7 +15,7 @@ void relu_loop(at::TensorIteratorBase& _iter) {
   at::native::gpu_kernel(_iter, [=] GPU_LAMBDA(scalar_t _x_in) -> scalar_t {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
-    return static_cast<scalar_t>(opgen::maximum(x, _t(0.0)));
+    return static_cast<scalar_t>(opgen::maximum_uniform(x, _t(0.0)));
   });
 }
 

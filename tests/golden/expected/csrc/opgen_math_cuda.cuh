@@ -52,6 +52,14 @@ C10_HOST_DEVICE inline T maximum(T a, T b) { return (a != a) ? a : ((b != b) ? b
 template <typename T, if_float<T> = 0>
 C10_HOST_DEVICE inline T clamp(T x, T lo, T hi) { return minimum(maximum(x, lo), hi); }
 
+// `bound` is a per-call number that is not NaN (opgen_math.h); NaN in `a` propagates.
+template <typename T, if_float<T> = 0>
+C10_HOST_DEVICE inline T maximum_uniform(T a, T bound) { return a < bound ? bound : a; }
+template <typename T, if_float<T> = 0>
+C10_HOST_DEVICE inline T minimum_uniform(T a, T bound) { return a > bound ? bound : a; }
+template <typename T, if_float<T> = 0>
+C10_HOST_DEVICE inline T clamp_uniform(T x, T lo, T hi) { return minimum_uniform(maximum_uniform(x, lo), hi); }
+
 template <typename T, if_float<T> = 0>
 C10_HOST_DEVICE inline T pow(T a, T b) { return std::pow(a, b); }
 

@@ -13,13 +13,14 @@ void clamp_loop(at::TensorIteratorBase& _iter, double min, double max) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = !std::isnan(static_cast<double>(max)) && !std::isnan(static_cast<double>(min));
   const opmath_t _u0 = static_cast<opmath_t>(min);
   [[maybe_unused]] const _fvec _u0v(_u0);
   const opmath_t _u1 = static_cast<opmath_t>(max);
   [[maybe_unused]] const _fvec _u1v(_u1);
   auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
     using _t = decltype(x);
-    return opgen::minimum(opgen::maximum(x, _u0), _u1);
+    return (_c0 ? opgen::minimum_uniform(opgen::maximum_uniform(x, _u0), _u1) : opgen::minimum(opgen::maximum(x, _u0), _u1));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
@@ -48,13 +49,14 @@ void clamp_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const 
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = !std::isnan(static_cast<double>(max)) && !std::isnan(static_cast<double>(min));
   const opmath_t _u0 = static_cast<opmath_t>(min);
   [[maybe_unused]] const _fvec _u0v(_u0);
   const opmath_t _u1 = static_cast<opmath_t>(max);
   [[maybe_unused]] const _fvec _u1v(_u1);
   auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
     using _t = decltype(x);
-    return opgen::minimum(opgen::maximum(x, _u0), _u1);
+    return (_c0 ? opgen::minimum_uniform(opgen::maximum_uniform(x, _u0), _u1) : opgen::minimum(opgen::maximum(x, _u0), _u1));
   };
 
   int64_t _i = _begin;
