@@ -48,21 +48,35 @@ def cases(rows: int, cols: int):
     ]
 
 
+def middle_cases(batches: int, rows: int, cols: int):
+    """Reductions over the middle dim of [batch, sequence, features]-shaped inputs (and one over
+    the outer two), where the kept features are the contiguous dim."""
+    x = torch.randn(batches, rows, cols)
+    return [
+        ("sum_squares dim 1", lambda: ops.sum_squares(x, [1]), lambda: (x * x).sum(1), None),
+        ("l2_norm dim 1", lambda: ops.l2_norm(x, [1]), lambda: (x * x).sum(1).sqrt(), lambda: torch.linalg.vector_norm(x, dim=1)),
+        ("rms dim 1", lambda: ops.rms(x, [1]), lambda: (x * x).mean(1).sqrt(), None),
+        ("abs_max dim 1", lambda: ops.abs_max(x, [1]), lambda: x.abs().amax(1), None),
+        ("max dim 1 (+indices)", lambda: ops.max(x, 1), lambda: x.max(1), None),
+        ("sum_squares dims 0, 2", lambda: ops.sum_squares(x, [0, 2]), lambda: (x * x).sum((0, 2)), None),
+    ]
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--quick", action="store_true")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     args = p.parse_args(argv)
-    shapes = [(64, 512)] if args.quick else [(64, 512), (1000, 10000)]
+    shapes = [(64, 512), (4, 64, 32)] if args.quick else [(64, 512), (1000, 10000), (64, 512, 256), (256, 1024, 16)]
     min_run_time = 0.05 if args.quick else 0.5
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}")
     print(f"{'op':24} {'shape':>12} {'opgen us':>10} {'eager us':>10} {'torch us':>10} {'vs eager':>9} {'vs torch':>9}")
     rows = []
     for shape in shapes:
-        for name, gen, eager, fused in cases(*shape):
+        for name, gen, eager, fused in (cases(*shape) if len(shape) == 2 else middle_cases(*shape)):
             g, e = median_us(gen, min_run_time), median_us(eager, min_run_time)
             t = median_us(fused, min_run_time) if fused else float("nan")
-            rows.append({"op": name, "shape": f"{shape[0]}x{shape[1]}", "opgen_us": g, "eager_us": e, "torch_us": t,
+            rows.append({"op": name, "shape": "x".join(map(str, shape)), "opgen_us": g, "eager_us": e, "torch_us": t,
                          "speedup_vs_eager": e / g, "speedup_vs_torch": t / g})
             print(f"{name:24} {rows[-1]['shape']:>12} {g:10.1f} {e:10.1f} {t:10.1f} {e / g:9.2f} {t / g:9.2f}")
     if not args.quick:

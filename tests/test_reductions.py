@@ -24,8 +24,14 @@ REFERENCES = {
 @pytest.mark.parametrize("shape, dim", [
     ((70000,), []),            # one long row: split over threads, then folded
     ((64, 3000), [-1]),        # many contiguous rows: vectorized, parallel over rows
-    ((3000, 64), [0]),         # an outer reduction: binary_kernel_reduce
-    ((8, 9, 300), [0, 2]),     # several dims
+    ((3000, 64), [0]),         # leading dims: vectors along the kept columns
+    ((6, 300, 37), [1]),       # a middle dim: the same per batch; columns in blocks of four vectors, one, then scalars
+    ((40, 500, 16), [1]),      # columns of one vector (float32 with AVX-512)
+    ((2, 3, 1000, 5), [1, 2]), # adjacent middle dims, coalesced; columns narrower than a vector
+    ((4, 7, 9), [2, 1]),       # the same dims named in another order: a middle-and-last reduction
+    ((8, 9, 300), [0, 2]),     # an outer and an inner dim around a kept one: the row loop per segment
+    ((3, 5, 4, 70), [0, 3]),   # the same with two kept dims: binary_kernel_reduce
+    ((300, 2), [0]),           # leading dims with columns narrower than a vector
     ((50, 40), [1]),
 ])
 def test_large_inputs_match_torch_in_float64(built_ops, name, dtype, shape, dim):
@@ -53,10 +59,26 @@ def test_max_nan_wins_and_ties_go_to_the_lowest_index(built_ops):
     x = torch.tensor([[1.0, 3.0, 3.0, 2.0], [float("nan"), 5.0, float("nan"), 1.0], [-1.0, -1.0, -1.0, -1.0]])
     values, indices = built_ops.max(x, 1)
     assert indices.tolist() == [1, 0, 0] and values[1].isnan() and values[0] == 3 and values[2] == -1
-    big = torch.randn(300, 2000).t()  # strided: the general path
+    big = torch.randn(300, 2000).t()  # the reduced dim outermost in memory: the column path
     v, i = built_ops.max(big, 1, True)
     ev, ei = big.max(1, keepdim=True)
     assert torch.equal(v, ev) and torch.equal(i, ei)
+    general = torch.randn(40, 30, 20).permute(2, 0, 1)  # no coalescible layout: binary_kernel_reduce
+    assert all(torch.equal(a, b) for a, b in zip(built_ops.max(general, 1), general.max(1)))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_max_over_leading_and_middle_dims_matches_torch(built_ops, dtype):
+    # few distinct values (ties in every column) and NaNs, through the column path: the first NaN
+    # wins, else the lowest index among ties, as in torch.max
+    torch.manual_seed(0)
+    x = torch.randint(-3, 4, (5, 37, 300)).to(dtype)
+    x[1, 5, 7] = x[1, 20, 7] = x[2, 0, 3] = x[4, 36, 299] = float("nan")
+    for t, dim in ((x, 1), (x[1], 0), (x[:, :, :5], 1), (x.reshape(5, 37, 3, 100), 1)):
+        for keepdim in (False, True):
+            got, want = built_ops.max(t, dim, keepdim), t.max(dim, keepdim=keepdim)
+            assert torch.equal(got[1], want[1]), (t.shape, dim)
+            assert torch.equal(got[0].isnan(), want[0].isnan()) and torch.equal(got[0].nan_to_num(), want[0].nan_to_num())
 
 
 def test_empty_reductions(built_ops):

@@ -162,16 +162,34 @@ acc_t reduce_row(const scalar_t* x, int64_t n, acc_t identity, const MapS& map_s
       0, n, at::internal::GRAIN_SIZE, identity, [&](int64_t begin, int64_t end, acc_t) { return serial(begin, end); }, fold_s);
 }
 
-// A reduction over the leading dims of a contiguous input, seen as [rows, cols]: out[c] is
-// finish(fold over r of map(x[r * cols + c])). Vectors run along the contiguous columns (four at
-// a time), so every load is full; parallel over column blocks.
+// fn(batch, first column, end column) over every batch and block of columns, in parallel: work
+// items of about GRAIN_SIZE elements, a block at least `min_width` columns wide.
+template <typename Fn>
+void for_each_column_block(int64_t batches, int64_t rows, int64_t cols, int64_t min_width, const Fn& fn) {
+  if (batches == 0 || cols == 0) {
+    return;
+  }
+  const int64_t width = std::min(cols, std::max(min_width, at::internal::GRAIN_SIZE / std::max<int64_t>(rows, 1)));
+  const int64_t blocks = (cols + width - 1) / width;
+  const int64_t per_item = std::max<int64_t>(1, rows * width);
+  at::parallel_for(0, batches * blocks, std::max<int64_t>(1, at::internal::GRAIN_SIZE / per_item), [&](int64_t begin, int64_t end) {
+    for (int64_t item = begin; item < end; ++item) {
+      const int64_t c = (item % blocks) * width;
+      fn(item / blocks, c, std::min(cols, c + width));
+    }
+  });
+}
+
+// A reduction over the middle dims of a contiguous input, seen as [batches, rows, cols] (batches
+// 1: the leading dims): out[b * cols + c] is finish(fold over r of map(x[(b * rows + r) * cols + c])).
+// Vectors run along the contiguous columns (four at a time, then one), so every load is full;
+// parallel over (batch, block of columns).
 template <typename scalar_t, typename acc_t, typename MapS, typename MapV, typename FoldS, typename FoldV, typename Finish>
-void reduce_columns(const scalar_t* x, scalar_t* out, int64_t rows, int64_t cols, acc_t identity, const MapS& map_s,
-                    const MapV& map_v, const FoldS& fold_s, const FoldV& fold_v, const Finish& finish) {
+void reduce_columns(const scalar_t* x, scalar_t* out, int64_t batches, int64_t rows, int64_t cols, acc_t identity,
+                    const MapS& map_s, const MapV& map_v, const FoldS& fold_s, const FoldV& fold_v, const Finish& finish) {
   using AVec = Vec<acc_t>;
   constexpr int64_t k = AVec::size();
-  const int64_t grain = std::max<int64_t>(4 * k, at::internal::GRAIN_SIZE / std::max<int64_t>(rows, 1));
-  at::parallel_for(0, cols, grain, [&](int64_t begin, int64_t end) {
+  auto columns = [&](const scalar_t* x, scalar_t* out, int64_t begin, int64_t end) {
     int64_t c = begin;
     if constexpr (!at::is_reduced_floating_point_v<scalar_t>) {
       for (; c + 4 * k <= end; c += 4 * k) {
@@ -192,6 +210,17 @@ void reduce_columns(const scalar_t* x, scalar_t* out, int64_t rows, int64_t cols
           out[c + i] = static_cast<scalar_t>(finish(lanes[i]));
         }
       }
+      for (; c + k <= end; c += k) {  // narrow slices, e.g. [batch, sequence, 16 features]
+        AVec a(identity);
+        for (int64_t r = 0; r < rows; ++r) {
+          a = fold_v(a, map_v(AVec::loadu(x + r * cols + c)));
+        }
+        acc_t lanes[k];
+        a.store(lanes);
+        for (int64_t i = 0; i < k; ++i) {
+          out[c + i] = static_cast<scalar_t>(finish(lanes[i]));
+        }
+      }
     }
     for (; c < end; ++c) {
       acc_t acc = identity;
@@ -200,23 +229,112 @@ void reduce_columns(const scalar_t* x, scalar_t* out, int64_t rows, int64_t cols
       }
       out[c] = static_cast<scalar_t>(finish(acc));
     }
+  };
+  for_each_column_block(batches, rows, cols, 4 * k, [&](int64_t b, int64_t begin, int64_t end) {
+    columns(x + b * rows * cols, out + b * cols, begin, end);
   });
 }
 
-// Whether `iter` reduces the leading dims of one contiguous input into a contiguous output: after
-// TensorIterator's coalescing, two dims, the rows (reduced; output stride 0) and the columns
-// (kept; stride one element in both).
-inline bool is_outer_reduction(const at::TensorIteratorBase& iter, int64_t& rows, int64_t& cols) {
-  if (iter.noutputs() != 1 || iter.ninputs() != 1 || iter.ndim() != 2 || iter.is_dim_reduced(0) == iter.is_dim_reduced(1)) {
+// The max/min with its index over the middle dims of a contiguous input, as reduce_columns:
+// values[b * cols + c] is the best of map(x[(b * rows + r) * cols + c]) over r (the first NaN
+// when there is one, the lowest r among ties) and indices[b * cols + c] that r. Rows are read in
+// order, each along the contiguous columns, so the running best of a block of columns stays in cache.
+template <typename scalar_t, typename acc_t, bool is_max, typename MapS>
+void reduce_columns_indexed(const scalar_t* x, scalar_t* values, int64_t* indices, int64_t batches, int64_t rows,
+                            int64_t cols, const MapS& map_s) {
+  constexpr int64_t kBlock = 256;
+  for_each_column_block(batches, rows, cols, kBlock, [&](int64_t b, int64_t begin, int64_t end) {
+    const scalar_t* xb = x + b * rows * cols;
+    for (int64_t c0 = begin; c0 < end; c0 += kBlock) {
+      const int64_t n = std::min(kBlock, end - c0);
+      acc_t best[kBlock];
+      int64_t index[kBlock];
+      for (int64_t i = 0; i < n; ++i) {
+        best[i] = map_s(static_cast<acc_t>(xb[c0 + i]));
+        index[i] = 0;
+      }
+      for (int64_t r = 1; r < rows; ++r) {
+        const scalar_t* row = xb + r * cols + c0;
+        for (int64_t i = 0; i < n; ++i) {
+          const acc_t v = map_s(static_cast<acc_t>(row[i]));
+          const bool take = (is_max ? v > best[i] : v < best[i]) || (v != v && best[i] == best[i]);
+          best[i] = take ? v : best[i];
+          index[i] = take ? r : index[i];
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        values[b * cols + c0 + i] = static_cast<scalar_t>(best[i]);
+        indices[b * cols + c0 + i] = index[i];
+      }
+    }
+  });
+}
+
+// Whether `iter` reduces the middle dims of one contiguous input into contiguous outputs (a value,
+// or a value and an index), and its [batches, rows, cols] view. TensorIterator puts reduced dims
+// first and coalesces what it can: the rows (reduced; output stride 0), the columns (kept; stride
+// one element everywhere) and, unless the reduced dims lead, the batches (kept; the input's stride
+// rows * cols elements, the outputs' cols).
+inline bool is_outer_reduction(const at::TensorIteratorBase& iter, int64_t& batches, int64_t& rows, int64_t& cols) {
+  const int ndim = iter.ndim();
+  if (iter.ninputs() != 1 || ndim < 2 || ndim > 3 || !iter.is_dim_reduced(0) || iter.is_dim_reduced(1) ||
+      (ndim == 3 && iter.is_dim_reduced(2))) {
     return false;
   }
-  const int r = iter.is_dim_reduced(0) ? 0 : 1;
-  const int c = 1 - r;
-  const int64_t size = iter.element_size(1);
-  rows = iter.shape()[r];
-  cols = iter.shape()[c];
-  return iter.strides(0)[c] == size && iter.strides(1)[c] == size && iter.strides(1)[r] == cols * size &&
-         iter.strides(0)[r] == 0;
+  rows = iter.shape()[0];
+  cols = iter.shape()[1];
+  batches = ndim == 3 ? iter.shape()[2] : 1;
+  for (int arg = 0; arg < iter.ntensors(); ++arg) {
+    const bool output = arg < iter.noutputs();
+    const int64_t size = iter.element_size(arg);
+    const auto strides = iter.strides(arg);
+    if (strides[0] != (output ? 0 : cols * size) || strides[1] != size ||
+        (ndim == 3 && strides[2] != (output ? cols : rows * cols) * size)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Whether `iter` reduces a contiguous inner dim and an outer one around a kept dim, into a
+// contiguous output: statistics of a [batch, channel, length] input over batch and length, as
+// batch norm's. After TensorIterator's reordering (reduced dims first) three dims: the inner
+// segment (stride one element), the outer dim (`outer_stride` bytes), the kept dim (`kept_stride`
+// bytes in the input, one element in the output).
+inline bool is_segmented_reduction(const at::TensorIteratorBase& iter, int64_t& outer_stride, int64_t& kept_stride) {
+  if (iter.noutputs() != 1 || iter.ninputs() != 1 || iter.ndim() != 3 || !iter.is_dim_reduced(0) ||
+      !iter.is_dim_reduced(1) || iter.is_dim_reduced(2)) {
+    return false;
+  }
+  const auto out = iter.strides(0);
+  const auto in = iter.strides(1);
+  outer_stride = in[1];
+  kept_stride = in[2];
+  return in[0] == iter.element_size(1) && out[0] == 0 && out[1] == 0 && out[2] == iter.element_size(0);
+}
+
+// out[k] = finish(fold over the outer dim of the folds of its contiguous inner segments), each
+// segment by reduce_row's vector loop; parallel over the kept dim when it has a share for every
+// thread, else over each (long) segment inside reduce_row.
+template <typename scalar_t, typename acc_t, typename MapS, typename MapV, typename FoldS, typename FoldV, typename Finish>
+void reduce_segments(const char* x, scalar_t* out, int64_t inner, int64_t outer, int64_t outer_stride, int64_t kept,
+                     int64_t kept_stride, acc_t identity, const MapS& map_s, const MapV& map_v, const FoldS& fold_s,
+                     const FoldV& fold_v, const Finish& finish) {
+  auto fold_kept = [&](int64_t begin, int64_t end) {
+    for (int64_t k = begin; k < end; ++k) {
+      acc_t acc = identity;
+      for (int64_t o = 0; o < outer; ++o) {
+        const auto* segment = reinterpret_cast<const scalar_t*>(x + k * kept_stride + o * outer_stride);
+        acc = fold_s(acc, reduce_row(segment, inner, identity, map_s, map_v, fold_s, fold_v));
+      }
+      out[k] = static_cast<scalar_t>(finish(acc));
+    }
+  };
+  if (kept >= at::get_num_threads()) {
+    at::parallel_for(0, kept, std::max<int64_t>(1, at::internal::GRAIN_SIZE / std::max<int64_t>(1, inner * outer)), fold_kept);
+  } else {
+    fold_kept(0, kept);
+  }
 }
 
 // A max/min reduction with indices over the contiguous last dim: (values, indices, input).

@@ -3,7 +3,9 @@
 //
 // CPU kernel of the reduction abs_max: map abs(x), combine maximum(a, b).
 // Reductions over the contiguous last dimension(s) run a vectorized loop per output row,
-// parallel over rows (or over chunks of one long row); any other layout goes through
+// parallel over rows (or over chunks of one long row); over leading or middle dims of a
+// contiguous input, vectors along the kept columns; over an inner and an outer dim around a kept
+// one, the row loop per inner segment; any other layout goes through
 // at::native::binary_kernel_reduce, parallel over outputs. Compiled once per CPU capability.
 #include "../opgen_math.h"
 #include "../opgen_reduce.h"
@@ -42,10 +44,17 @@ void abs_max_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _count)
     });
     return;
   }
-  int64_t _rows = 0, _cols = 0;
-  if (opgen::is_outer_reduction(_iter, _rows, _cols)) {
+  int64_t _batches = 0, _rows = 0, _cols = 0;
+  if (opgen::is_outer_reduction(_iter, _batches, _rows, _cols)) {
     opgen::reduce_columns(reinterpret_cast<const scalar_t*>(_iter.data_ptr(1)), reinterpret_cast<scalar_t*>(_iter.data_ptr(0)),
-                          _rows, _cols, _identity, _map_s, _map_v, _fold_s, _fold_v, _finish);
+                          _batches, _rows, _cols, _identity, _map_s, _map_v, _fold_s, _fold_v, _finish);
+    return;
+  }
+  int64_t _outer_stride = 0, _kept_stride = 0;
+  if (opgen::is_segmented_reduction(_iter, _outer_stride, _kept_stride)) {
+    opgen::reduce_segments(reinterpret_cast<const char*>(_iter.data_ptr(1)), reinterpret_cast<scalar_t*>(_iter.data_ptr(0)),
+                           _iter.shape()[0], _iter.shape()[1], _outer_stride, _iter.shape()[2], _kept_stride, _identity,
+                           _map_s, _map_v, _fold_s, _fold_v, _finish);
     return;
   }
   using _ops_t = opgen::reduce::FoldOps<scalar_t, opmath_t, decltype(_map_s), decltype(_fold_s), decltype(_finish)>;

@@ -3,7 +3,9 @@
 //
 // CPU kernel of the reduction logsumexp: map x, combine logsumexp.
 // Reductions over the contiguous last dimension(s) run a vectorized loop per output row,
-// parallel over rows (or over chunks of one long row); any other layout goes through
+// parallel over rows (or over chunks of one long row); over leading or middle dims of a
+// contiguous input, vectors along the kept columns; over an inner and an outer dim around a kept
+// one, the row loop per inner segment; any other layout goes through
 // at::native::binary_kernel_reduce, parallel over outputs. Compiled once per CPU capability.
 #include "../opgen_math.h"
 #include "../opgen_reduce.h"

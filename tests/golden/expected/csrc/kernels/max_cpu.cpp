@@ -3,7 +3,9 @@
 //
 // CPU kernel of the reduction max: map x, combine max.
 // Reductions over the contiguous last dimension(s) run a vectorized loop per output row,
-// parallel over rows (or over chunks of one long row); any other layout goes through
+// parallel over rows (or over chunks of one long row); over leading or middle dims of a
+// contiguous input, vectors along the kept columns; over an inner and an outer dim around a kept
+// one, the row loop per inner segment; any other layout goes through
 // at::native::binary_kernel_reduce, parallel over outputs. Compiled once per CPU capability.
 #include "../opgen_math.h"
 #include "../opgen_reduce.h"
@@ -42,6 +44,13 @@ void max_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _count) {
       *_value = static_cast<scalar_t>(_map_s(static_cast<opmath_t>(_x[_i])));
       *_index = _i;
     });
+    return;
+  }
+  int64_t _batches = 0, _rows = 0, _cols = 0;
+  if (opgen::is_outer_reduction(_iter, _batches, _rows, _cols) && _rows > 0) {
+    opgen::reduce_columns_indexed<scalar_t, opmath_t, true>(
+        reinterpret_cast<const scalar_t*>(_iter.data_ptr(2)), reinterpret_cast<scalar_t*>(_iter.data_ptr(0)),
+        reinterpret_cast<int64_t*>(_iter.data_ptr(1)), _batches, _rows, _cols, _map_s);
     return;
   }
   using _ops_t = opgen::reduce::ArgOps<scalar_t, opmath_t, decltype(_map_s), true>;
