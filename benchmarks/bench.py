@@ -18,7 +18,9 @@ import csv
 import platform
 import statistics
 import sys
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import torch
 from torch.utils import benchmark
@@ -27,6 +29,7 @@ import opgen
 
 ROOT = Path(__file__).resolve().parent.parent
 ops = opgen.load(ROOT)
+F = torch.nn.functional
 
 
 def median_us(fn, min_run_time: float, threads: int | None = None) -> float:
@@ -49,49 +52,92 @@ def interleaved_medians(methods: dict, min_run_time: float, rounds: int = ROUNDS
     return {key: statistics.median(t) for key, t in times.items()}
 
 
-def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float32):
-    cases = {
-        "weighted_sum": (2, lambda a, b: ops.weighted_sum(a, b, weight=0.5), lambda a, b: 0.5 * a + b),
-        "gelu": (1, lambda x: ops.gelu(x), lambda x: 0.5 * x * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))),
-        "softplus": (1, lambda x: ops.softplus(x, beta=2.0), lambda x: torch.where(2.0 * x > 20.0, x, torch.log1p(torch.exp(2.0 * x)) / 2.0)),
-    }
-    # the same ops writing into a buffer the caller reuses (the out= overload)
-    into = {
-        "weighted_sum": lambda a, b, out: ops.weighted_sum.out(a, b, weight=0.5, out=out),
-        "gelu": lambda x, out: ops.gelu.out(x, out=out),
-        "softplus": lambda x, out: ops.softplus.out(x, beta=2.0, out=out),
-    }
-    # torch's own single op for the same expression, where it has one (its fused ATen kernel)
-    aten = {
-        "weighted_sum": lambda a, b: torch.add(b, a, alpha=0.5),
-        "gelu": lambda x: torch.nn.functional.gelu(x, approximate="tanh"),
-        "softplus": lambda x: torch.nn.functional.softplus(x, beta=2.0),
-    }
+@dataclass(frozen=True)
+class KernelCase:
+    """One shipped pointwise op as a kernel row times it: the generated op, its out= overload, the
+    spec's expression written with ATen ops (what a user would write without opgen), and torch's
+    own single op for it where one exists."""
+
+    name: str
+    inputs: int
+    generated: Callable
+    eager: Callable
+    aten: Callable | None = None
+    into: Callable | None = None  # the out= overload, for ops that have one
+    differentiable: bool = True
+
+
+def _zero(x):
+    return x.new_zeros(())
+
+
+KERNEL_CASES = [
+    # the fused expressions of three or more ops first
+    KernelCase("weighted_sum", 2, lambda a, b: ops.weighted_sum(a, b, weight=0.5), lambda a, b: 0.5 * a + b,
+               lambda a, b: torch.add(b, a, alpha=0.5), lambda a, b, out: ops.weighted_sum.out(a, b, weight=0.5, out=out)),
+    KernelCase("gelu", 1, lambda x: ops.gelu(x),
+               lambda x: 0.5 * x * (1 + torch.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))),
+               lambda x: F.gelu(x, approximate="tanh"), lambda x, out: ops.gelu.out(x, out=out)),
+    KernelCase("softplus", 1, lambda x: ops.softplus(x, beta=2.0),
+               lambda x: torch.where(2.0 * x > 20.0, x, torch.log1p(torch.exp(2.0 * x)) / 2.0),
+               lambda x: F.softplus(x, beta=2.0), lambda x, out: ops.softplus.out(x, beta=2.0, out=out)),
+    KernelCase("sigmoid", 1, lambda x: ops.sigmoid(x), lambda x: 1 / (1 + torch.exp(-x)), torch.sigmoid,
+               lambda x, out: ops.sigmoid.out(x, out=out)),
+    KernelCase("isclose", 2, lambda a, b: ops.isclose(a, b, rtol=1e-5, atol=1e-8),
+               lambda a, b: (a - b).abs() <= 1e-8 + 1e-5 * b.abs(), lambda a, b: torch.isclose(a, b, rtol=1e-5, atol=1e-8),
+               lambda a, b, out: ops.isclose.out(a, b, rtol=1e-5, atol=1e-8, out=out), differentiable=False),
+    KernelCase("to_cartesian", 2, lambda r, t: ops.to_cartesian(r, t), lambda r, t: (r * torch.cos(t), r * torch.sin(t))),
+    # single ATen ops: the generated kernel against torch's own
+    KernelCase("add", 2, lambda a, b: ops.add(a, b, alpha=0.5), lambda a, b: a + 0.5 * b,
+               lambda a, b: torch.add(a, b, alpha=0.5), lambda a, b, out: ops.add.out(a, b, alpha=0.5, out=out)),
+    KernelCase("relu", 1, lambda x: ops.relu(x), lambda x: torch.maximum(x, _zero(x)), torch.relu,
+               lambda x, out: ops.relu.out(x, out=out)),
+    KernelCase("clamp", 1, lambda x: ops.clamp(x, min=-0.5, max=0.5),
+               lambda x: torch.minimum(torch.maximum(x, _zero(x) - 0.5), _zero(x) + 0.5),
+               lambda x: torch.clamp(x, min=-0.5, max=0.5), lambda x, out: ops.clamp.out(x, min=-0.5, max=0.5, out=out)),
+]
+
+
+def fwd_bwd(fn, leaves, grad):
+    """Forward and backward of every output, as `torch.autograd.grad` with all-ones incoming gradients."""
+    out = fn(*leaves)
+    outs = out if isinstance(out, tuple) else (out,)
+    return torch.autograd.grad(outs, leaves, (grad,) * len(outs))
+
+
+def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float32, names=None):
     rows = []
-    for name, (n_in, generated, composite) in cases.items():
+    for case in KERNEL_CASES:
+        if names and case.name not in names:
+            continue
         for size in sizes:
-            inputs = [torch.randn(int(size), dtype=dtype) for _ in range(n_in)]
-            out = torch.empty(int(size), dtype=dtype)
-            row = {"op": name, "dtype": str(dtype).removeprefix("torch."), "elements": int(size)}
-            methods = {
-                "generated_us": lambda: generated(*inputs),
-                "generated_out_us": lambda: into[name](*inputs, out=out),
-                "eager_composite_us": lambda: composite(*inputs),
-                "aten_op_us": lambda: aten[name](*inputs),
-            }
+            inputs = [torch.randn(int(size), dtype=dtype) for _ in range(case.inputs)]
+            row = {"op": case.name, "dtype": str(dtype).removeprefix("torch."), "elements": int(size)}
+            methods = {"generated_us": lambda: case.generated(*inputs)}
+            if case.into is not None:
+                out = torch.empty_like(case.generated(*inputs))
+                methods["generated_out_us"] = lambda: case.into(*inputs, out=out)
+            methods["eager_composite_us"] = lambda: case.eager(*inputs)
+            if case.aten is not None:
+                methods["aten_op_us"] = lambda: case.aten(*inputs)
             if use_compile:
-                compiled = torch.compile(composite, dynamic=False)
+                compiled = torch.compile(case.eager, dynamic=False)
                 compiled(*inputs)
                 methods["torch_compile_us"] = lambda: compiled(*inputs)
-            methods["copy_ceiling_us"] = lambda: out.copy_(inputs[0])
-            # backward: forward + backward of a sum, fused generated vs eager autograd of the composite
-            leaves = [t.clone().requires_grad_() for t in inputs]
-            grad = torch.ones(int(size), dtype=dtype)
-            methods["generated_fwd_bwd_us"] = lambda: torch.autograd.grad(generated(*leaves), leaves, grad)
-            methods["eager_fwd_bwd_us"] = lambda: torch.autograd.grad(composite(*leaves), leaves, grad)
+            copy_to = torch.empty_like(inputs[0])
+            methods["copy_ceiling_us"] = lambda: copy_to.copy_(inputs[0])
+            if case.differentiable:
+                # forward + backward of every output: fused generated vs eager autograd of the composite
+                leaves = [t.clone().requires_grad_() for t in inputs]
+                grad = torch.ones(int(size), dtype=dtype)
+                methods["generated_fwd_bwd_us"] = lambda: fwd_bwd(case.generated, leaves, grad)
+                methods["eager_fwd_bwd_us"] = lambda: fwd_bwd(case.eager, leaves, grad)
             row.update(interleaved_medians(methods, min_run_time))
             row["speedup_vs_eager"] = row["eager_composite_us"] / row["generated_us"]
-            row["bwd_speedup_vs_eager"] = row["eager_fwd_bwd_us"] / row["generated_fwd_bwd_us"]
+            if "aten_op_us" in row:
+                row["speedup_vs_aten_op"] = row["aten_op_us"] / row["generated_us"]
+            if case.differentiable:
+                row["bwd_speedup_vs_eager"] = row["eager_fwd_bwd_us"] / row["generated_fwd_bwd_us"]
             rows.append(row)
             print_row(row)
     return rows
@@ -143,12 +189,14 @@ def overhead_rows(min_run_time: float):
     return rows
 
 
+COLUMNS = [("generated_us", "generated"), ("generated_out_us", "out="), ("eager_composite_us", "eager"),
+           ("aten_op_us", "aten op"), ("torch_compile_us", "compile"), ("copy_ceiling_us", "copy"),
+           ("generated_fwd_bwd_us", "| fwd+bwd generated"), ("eager_fwd_bwd_us", "eager")]
+
+
 def print_row(row):
-    extra = f" compile {row['torch_compile_us']:10.1f}" if "torch_compile_us" in row else ""
-    print(f"  {row['op']:13} {row['dtype']:>8} {row['elements']:>9}  generated {row['generated_us']:10.1f}  out= {row['generated_out_us']:10.1f}"
-          f"  eager {row['eager_composite_us']:10.1f}  aten op {row['aten_op_us']:10.1f}"
-          f"{extra}  copy {row['copy_ceiling_us']:9.1f}  | fwd+bwd generated {row['generated_fwd_bwd_us']:10.1f}"
-          f"  eager {row['eager_fwd_bwd_us']:10.1f}  (us)")
+    cells = "  ".join(f"{label} {row[key]:10.1f}" if key in row else f"{label} {'-':>10}" for key, label in COLUMNS)
+    print(f"  {row['op']:13} {row['dtype']:>8} {row['elements']:>9}  {cells}  (us)", flush=True)
 
 
 def plot(path: Path, rows) -> bool:
@@ -162,11 +210,15 @@ def plot(path: Path, rows) -> bool:
         print("matplotlib not installed: no plot (pip install -e .[bench])")
         return False
     ops_ = sorted({r["op"] for r in rows})
-    fig, axes = plt.subplots(1, len(ops_), figsize=(5 * len(ops_), 4), squeeze=False)
+    cols = min(3, len(ops_))
+    grid_rows = -(-len(ops_) // cols)
+    fig, axes = plt.subplots(grid_rows, cols, figsize=(5 * cols, 4 * grid_rows), squeeze=False)
+    for ax in axes.flat[len(ops_):]:
+        ax.set_visible(False)
     series = [("generated_us", "generated"), ("generated_out_us", "generated, out="), ("eager_composite_us", "eager ATen"),
               ("aten_op_us", "torch's own op"), ("torch_compile_us", "torch.compile"),
               ("copy_ceiling_us", "copy (ceiling)")]
-    for ax, op in zip(axes[0], ops_):
+    for ax, op in zip(axes.flat, ops_):
         mine = [r for r in rows if r["op"] == op]
         for key, label in series:
             if key in mine[0]:
@@ -186,7 +238,8 @@ def plot(path: Path, rows) -> bool:
 def write_csv(path: Path, rows):
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w", newline="") as fh:
-        writer = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        fields = list(dict.fromkeys(key for r in rows for key in r))  # rows without a column leave it empty
+        writer = csv.DictWriter(fh, fieldnames=fields, restval="")
         writer.writeheader()
         for r in rows:
             writer.writerow({k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items()})
@@ -197,15 +250,20 @@ def main(argv=None) -> int:
     p.add_argument("--quick", action="store_true", help="small sizes, no torch.compile, short timings (CI smoke)")
     p.add_argument("--skip-build", action="store_true", help="leave out the build section (minutes)")
     p.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
+    p.add_argument("--ops", help="comma-separated kernel rows to run (default: every shipped pointwise op)")
     args = p.parse_args(argv)
     sizes = [1e3, 1e5] if args.quick else [1e3, 1e5, 1e6, 1e7]
     min_run_time = 0.05 if args.quick else 0.5
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.processor() or platform.machine()}, "
           f"CPU capability {torch.backends.cpu.get_cpu_capability()}")
     print("kernels (median us; lower is better):")
-    kernels = kernel_rows(sizes, use_compile=not args.quick, min_run_time=min_run_time)
+    names = args.ops.split(",") if args.ops else None
+    unknown = set(names or ()) - {case.name for case in KERNEL_CASES}
+    if unknown:
+        p.error(f"--ops: no kernel row for {', '.join(sorted(unknown))}; rows: {', '.join(c.name for c in KERNEL_CASES)}")
+    kernels = kernel_rows(sizes, use_compile=not args.quick, min_run_time=min_run_time, names=names)
     kernels += kernel_rows(sizes[:-1] if len(sizes) > 2 else sizes, use_compile=False, min_run_time=min_run_time,
-                           dtype=torch.bfloat16)
+                           dtype=torch.bfloat16, names=names)
     print("call overhead, 8 floats (median us):")
     overhead = overhead_rows(min_run_time)
     if not args.quick:
