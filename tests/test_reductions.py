@@ -5,6 +5,10 @@ torch.compile."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -68,13 +72,15 @@ def test_max_nan_wins_and_ties_go_to_the_lowest_index(built_ops):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
-def test_max_over_leading_and_middle_dims_matches_torch(built_ops, dtype):
-    # few distinct values (ties in every column) and NaNs, through the column path: the first NaN
+def test_max_over_every_kind_of_dim_matches_torch(built_ops, dtype):
+    # few distinct values (ties everywhere) and NaNs, through the column path (leading and middle
+    # dims) and the row path (last dim: a vector scan for the index, then the tail): the first NaN
     # wins, else the lowest index among ties, as in torch.max
     torch.manual_seed(0)
     x = torch.randint(-3, 4, (5, 37, 300)).to(dtype)
-    x[1, 5, 7] = x[1, 20, 7] = x[2, 0, 3] = x[4, 36, 299] = float("nan")
-    for t, dim in ((x, 1), (x[1], 0), (x[:, :, :5], 1), (x.reshape(5, 37, 3, 100), 1)):
+    x[1, 5, 7] = x[1, 20, 7] = x[2, 0, 3] = x[4, 36, 299] = x[3, 7, 290] = x[3, 7, 40] = float("nan")
+    cases = ((x, 1), (x[1], 0), (x[:, :, :5], 1), (x.reshape(5, 37, 3, 100), 1), (x, 2), (x[1], 1), (x[:, :, :21], 2))
+    for t, dim in cases:
         for keepdim in (False, True):
             got, want = built_ops.max(t, dim, keepdim), t.max(dim, keepdim=keepdim)
             assert torch.equal(got[1], want[1]), (t.shape, dim)
@@ -149,3 +155,20 @@ def test_compiled_forward_and_backward_match_eager(built_ops):
     want.sum().backward()
     torch.testing.assert_close(got, want)
     torch.testing.assert_close(g, x.grad)
+
+
+@pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
+def test_reductions_at_each_cpu_capability(built_ops, capability):
+    # The tests above run the kernels ATen picks for this process; ATEN_CPU_CAPABILITY picks each
+    # of the others, in a process of its own (ATen reads it once).
+    from opgen import testing
+
+    if capability.upper() not in testing.runnable_cpu_capabilities():
+        pytest.skip(f"this CPU has no {capability.upper()}")
+    if capability.upper() == torch.backends.cpu.get_cpu_capability():
+        pytest.skip(f"{capability.upper()} is what this process runs, in the tests above")
+    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, OPGEN_SKIP_BUILD="1")
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "match_torch or matches_torch or nan_wins"]
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]

@@ -33,14 +33,8 @@ void max_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _count) {
     auto _best_v = [](const _fvec& a, const _fvec& b) { return opgen::maximum(a, b); };
     opgen::reduce_lastdim_indexed<scalar_t>(_iter, [&](const scalar_t* _x, int64_t _n, scalar_t* _value, int64_t* _index) {
       const opmath_t _m = opgen::reduce_row(_x, _n, -std::numeric_limits<opmath_t>::infinity(), _map_s, _map_v, _best_s, _best_v);
-      int64_t _i = 0;
-      for (; _i < _n; ++_i) {
-        const opmath_t _v = _map_s(static_cast<opmath_t>(_x[_i]));
-        if (_v == _m || (_m != _m && _v != _v)) {
-          break;
-        }
-      }
-      _i = std::min(_i, _n - 1);  // defensive: n > 0 here and the scan always finds _m
+      // defensive: n > 0 here and the scan always finds _m
+      const int64_t _i = std::min(opgen::first_index_of(_x, _n, _m, _map_s, _map_v), _n - 1);
       *_value = static_cast<scalar_t>(_map_s(static_cast<opmath_t>(_x[_i])));
       *_index = _i;
     });

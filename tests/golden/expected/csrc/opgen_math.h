@@ -337,6 +337,34 @@ void reduce_segments(const char* x, scalar_t* out, int64_t inner, int64_t outer,
   }
 }
 
+// The first i with map(x[i]) == target (with map(x[i]) NaN when target is NaN), n when there is
+// none: a vector compare per step, then the lowest lane that hit.
+template <typename scalar_t, typename acc_t, typename MapS, typename MapV>
+int64_t first_index_of(const scalar_t* x, int64_t n, acc_t target, const MapS& map_s, const MapV& map_v) {
+  const bool nan = target != target;
+  int64_t i = 0;
+  if constexpr (std::is_same_v<scalar_t, acc_t>) {
+    using AVec = Vec<acc_t>;
+    const AVec t(target);
+    constexpr int all_lanes = static_cast<int>((uint64_t{1} << AVec::size()) - 1);
+    for (; i + AVec::size() <= n; i += AVec::size()) {
+      const AVec v = map_v(AVec::loadu(x + i));
+      const AVec hit = nan ? v.isnan() : (v == t);  // all bits set where found, 0.0 elsewhere
+      const int found = ~hit.zero_mask() & all_lanes;
+      if (found != 0) {
+        return i + __builtin_ctz(static_cast<unsigned>(found));
+      }
+    }
+  }
+  for (; i < n; ++i) {
+    const acc_t v = map_s(static_cast<acc_t>(x[i]));
+    if (v == target || (nan && v != v)) {
+      return i;
+    }
+  }
+  return n;
+}
+
 // A max/min reduction with indices over the contiguous last dim: (values, indices, input).
 inline bool is_indexed_reduce_lastdim(const at::TensorIteratorBase& iter) {
   return iter.noutputs() == 2 && iter.ninputs() == 1 && iter.num_reduce_dims() == 1 && iter.is_dim_reduced(0) &&
