@@ -220,9 +220,10 @@ def plot(path: Path, rows) -> bool:
               ("copy_ceiling_us", "copy (ceiling)")]
     for ax, op in zip(axes.flat, ops_):
         mine = [r for r in rows if r["op"] == op]
-        for key, label in series:
-            if key in mine[0]:
-                ax.plot([r["elements"] for r in mine], [r["elements"] / r[key] for r in mine], marker="o", label=label)
+        for index, (key, label) in enumerate(series):
+            if key in mine[0]:  # one colour per method in every panel, whichever methods a panel has
+                ax.plot([r["elements"] for r in mine], [r["elements"] / r[key] for r in mine], marker="o", label=label,
+                        color=f"C{index}")
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_title(f"{op}, float32")
