@@ -34,7 +34,9 @@ REFERENCES = {
     ((2, 3, 1000, 5), [1, 2]), # adjacent middle dims, coalesced; columns narrower than a vector
     ((4, 7, 9), [2, 1]),       # the same dims named in another order: a middle-and-last reduction
     ((8, 9, 300), [0, 2]),     # an outer and an inner dim around a kept one: the row loop per segment
-    ((3, 5, 4, 70), [0, 3]),   # the same with two kept dims: binary_kernel_reduce
+    ((40, 30, 21), [0, 2]),    # the same with short segments: one vector accumulator across them, and tails
+    ((50, 20, 5), [0, 2]),     # segments shorter than a vector
+    ((3, 5, 4, 70), [0, 3]),   # an outer and an inner dim around two kept ones: binary_kernel_reduce
     ((300, 2), [0]),           # leading dims with columns narrower than a vector
     ((50, 40), [1]),
 ])

@@ -313,16 +313,35 @@ inline bool is_segmented_reduction(const at::TensorIteratorBase& iter, int64_t& 
   return in[0] == iter.element_size(1) && out[0] == 0 && out[1] == 0 && out[2] == iter.element_size(0);
 }
 
-// out[k] = finish(fold over the outer dim of the folds of its contiguous inner segments), each
-// segment by reduce_row's vector loop; parallel over the kept dim when it has a share for every
-// thread, else over each (long) segment inside reduce_row.
+// out[k] = finish(fold over the outer dim of the folds of its contiguous inner segments): a long
+// segment by reduce_row's vector loop, short ones into one vector accumulator across all of them
+// (reduced across lanes once, not per segment); parallel over the kept dim when it has a share
+// for every thread, else over each long segment inside reduce_row.
 template <typename scalar_t, typename acc_t, typename MapS, typename MapV, typename FoldS, typename FoldV, typename Finish>
 void reduce_segments(const char* x, scalar_t* out, int64_t inner, int64_t outer, int64_t outer_stride, int64_t kept,
                      int64_t kept_stride, acc_t identity, const MapS& map_s, const MapV& map_v, const FoldS& fold_s,
                      const FoldV& fold_v, const Finish& finish) {
+  using AVec = Vec<acc_t>;
   auto fold_kept = [&](int64_t begin, int64_t end) {
     for (int64_t k = begin; k < end; ++k) {
       acc_t acc = identity;
+      if constexpr (std::is_same_v<scalar_t, acc_t>) {
+        if (inner < 4 * AVec::size()) {
+          AVec acc_v(identity);
+          for (int64_t o = 0; o < outer; ++o) {
+            const auto* segment = reinterpret_cast<const scalar_t*>(x + k * kept_stride + o * outer_stride);
+            int64_t i = 0;
+            for (; i + AVec::size() <= inner; i += AVec::size()) {
+              acc_v = fold_v(acc_v, map_v(AVec::loadu(segment + i)));
+            }
+            for (; i < inner; ++i) {
+              acc = fold_s(acc, map_s(static_cast<acc_t>(segment[i])));
+            }
+          }
+          out[k] = static_cast<scalar_t>(finish(fold_s(at::vec::vec_reduce_all<acc_t>(fold_v, acc_v), acc)));
+          continue;
+        }
+      }
       for (int64_t o = 0; o < outer; ++o) {
         const auto* segment = reinterpret_cast<const scalar_t*>(x + k * kept_stride + o * outer_stride);
         acc = fold_s(acc, reduce_row(segment, inner, identity, map_s, map_v, fold_s, fold_v));
