@@ -4,7 +4,6 @@ overwritten, reported by `opgen check` when missing)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -12,6 +11,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from .cpu_capabilities import CAPABILITIES, rerun_at_capability
 
 
 def test_optional_bias(built_ops):
@@ -123,21 +124,10 @@ def test_row_kernels_at_every_kind_of_length(built_ops, dtype):
 _KERNEL_TESTS = "rounds_like_the_eager_chain or conversions_are_exact or every_kind_of_length or normalizations_match"
 
 
-@pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
+@pytest.mark.parametrize("capability", CAPABILITIES)
 def test_row_kernels_at_each_cpu_capability(built_ops, capability):
-    # The kernels above run the variant ATen picks for this process; ATEN_CPU_CAPABILITY picks each
-    # of the others, in a process of its own (ATen reads it once).
-    from opgen import testing
-
-    if capability.upper() not in testing.runnable_cpu_capabilities():
-        pytest.skip(f"this CPU has no {capability.upper()}")
-    if capability.upper() == torch.backends.cpu.get_cpu_capability():
-        pytest.skip(f"{capability.upper()} is what this process runs, in the tests above")
-    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, OPGEN_SKIP_BUILD="1")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", _KERNEL_TESTS]
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+    # The kernels above run the variant ATen picks for this process; each other one in its own.
+    rerun_at_capability(__file__, _KERNEL_TESTS, capability)
 
 
 def test_handwritten_backward_limits_are_errors(built_ops):

@@ -5,12 +5,10 @@ torch.compile."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
 import torch
+
+from .cpu_capabilities import CAPABILITIES, rerun_at_capability
 
 TOL = {torch.float32: 2e-5, torch.float64: 1e-12, torch.bfloat16: 2e-2, torch.float16: 2e-3}
 
@@ -159,18 +157,7 @@ def test_compiled_forward_and_backward_match_eager(built_ops):
     torch.testing.assert_close(g, x.grad)
 
 
-@pytest.mark.parametrize("capability", ["default", "avx2", "avx512"])
+@pytest.mark.parametrize("capability", CAPABILITIES)
 def test_reductions_at_each_cpu_capability(built_ops, capability):
-    # The tests above run the kernels ATen picks for this process; ATEN_CPU_CAPABILITY picks each
-    # of the others, in a process of its own (ATen reads it once).
-    from opgen import testing
-
-    if capability.upper() not in testing.runnable_cpu_capabilities():
-        pytest.skip(f"this CPU has no {capability.upper()}")
-    if capability.upper() == torch.backends.cpu.get_cpu_capability():
-        pytest.skip(f"{capability.upper()} is what this process runs, in the tests above")
-    env = dict(os.environ, ATEN_CPU_CAPABILITY=capability, OPGEN_SKIP_BUILD="1")
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", __file__, "-k", "match_torch or matches_torch or nan_wins"]
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
-    assert " passed" in proc.stdout and "skipped" not in proc.stdout, proc.stdout[-2000:]
+    # The tests above run the kernels ATen picks for this process; each other one in its own.
+    rerun_at_capability(__file__, "match_torch or matches_torch or nan_wins", capability)
