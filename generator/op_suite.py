@@ -36,6 +36,8 @@ NAMESPACE = _CONFIG.namespace
 # kernels get their generated property tests (hypothesis draws the reduced dims per shape, the
 # elements of Tensor[] and the presence of Tensor?) and, in this repository, their own tests.
 OPS = [op.name for op in _LIBRARY.ops if op.is_pointwise and not op.kernel.bool_output]
+# Pointwise comparisons (bool output): their vector loops store masks as bools, checked below.
+CONDITIONS = [op.name for op in _LIBRARY.ops if op.is_pointwise and op.kernel.bool_output]
 DTYPES = {"float32": torch.float32, "float64": torch.float64, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
@@ -229,6 +231,66 @@ def test_fake_tensor_matches_cpu(op, built_ops):
 
 
 
+# ---- comparisons (bool output) --------------------------------------------------------------
+
+
+@pytest.fixture(params=CONDITIONS or [pytest.param(None, marks=pytest.mark.skip(reason="no comparison ops"))])
+def condition(request) -> OpSpec:
+    return next(o for o in _LIBRARY.ops if o.name == request.param)
+
+
+def _check_condition(api, op: OpSpec, tensors: dict, what: str) -> None:
+    """Equal to the float64 reference, element for element (ties, NaN and infinities included)."""
+    attrs = testing.attribute_sets(op)[0]
+    args, kwargs = _call_args(op, tensors, attrs)
+    out = getattr(api, op.name)(*args, **kwargs)
+    ref_args = [t.to(torch.float64) if torch.is_tensor(t) else t for t in args]
+    ref_kwargs = {k: v.to(torch.float64) if torch.is_tensor(v) else v for k, v in kwargs.items()}
+    expected = torch.as_tensor(testing.reference_fn(NAMESPACE, op)(*ref_args, **ref_kwargs))
+    assert out.dtype == torch.bool and out.shape == expected.shape, f"{what}: {out.dtype} {tuple(out.shape)}"
+    wrong = (out != expected).nonzero()
+    assert wrong.numel() == 0, f"{what}: {len(wrong)} elements differ from the float64 reference, first at {wrong[0].tolist()}"
+
+
+@pytest.mark.parametrize("dtype", list(DTYPES))
+def test_condition_at_every_length(condition, dtype, typed_api):
+    """Lengths 0..70 take every mix of the flat loop's two-vector steps, one-vector step and scalar
+    tail (a vector holds up to 32 bfloat16 on AVX512 and a step two vectors)."""
+    if _constrained(condition) or not _supports(condition, dtype):
+        pytest.skip(f"{condition.name}: shapes constrained or no {dtype}")
+    gen = torch.Generator().manual_seed(7)
+    for n in range(71):
+        tensors = testing.condition_tensors(condition, (n,), DTYPES[dtype], gen)
+        _check_condition(typed_api, condition, tensors, f"{condition.name} {dtype} length {n}")
+
+
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded", "broadcast", "row slices", "large",
+                                    "large row slices"])
+def test_condition_layouts(condition, layout, typed_api):
+    """Through the TensorIterator: element by element (transposed, sliced, expanded, broadcast) and
+    row by row through the vector loop (slices of contiguous rows), and the parallel flat loop."""
+    if _constrained(condition):
+        pytest.skip(f"{condition.name}: shapes constrained")
+    gen = torch.Generator().manual_seed(8)
+    dtype = DTYPES[_float_dtype(condition)]
+    n = len(condition.tensor_inputs)
+    if layout in ("transposed", "sliced", "expanded"):
+        tensors = testing.condition_tensors(condition, (6, 37), dtype, gen, layout)
+    elif layout == "broadcast":
+        tensors = testing.condition_tensors(condition, (6, 37), dtype, gen)
+        if n >= 2 and condition.shape.kind == "broadcast":
+            last = condition.tensor_inputs[-1].name
+            tensors[last] = tensors[last][:1, :]  # (1, 37): a stride-0 operand
+    elif layout == "large":
+        tensors = testing.condition_tensors(condition, (257, 1031), dtype, gen)
+    else:
+        rows = 5 if layout == "row slices" else 257
+        tensors = testing.condition_tensors(condition, (rows, 1031), dtype, gen)
+        tensors = {k: v[:, 3:1003] for k, v in tensors.items()}  # rows of 1000 contiguous elements, 1031 apart
+        assert not next(iter(tensors.values())).is_contiguous()
+    _check_condition(typed_api, condition, tensors, f"{condition.name} {layout}")
+
+
 # ---- bad calls ------------------------------------------------------------------------------
 
 
@@ -291,11 +353,17 @@ for op in load_library(cfg).ops:
     for name in [d.name for d in op.dtypes if d.name in ("float32", "bfloat16", "float64")]:
         dtype = getattr(torch, name)
         shapes = [s for _, s in op.test.shapes] or [(37, 29)] * len(op.tensor_inputs)
-        tensors = [testing.make_tensor(op, a.name, s, dtype, gen) for a, s in zip(op.tensor_inputs, shapes)]
         kwargs = {{a.name: attrs[a.name] for a in op.attributes}}
-        out = getattr(api, op.name)(*tensors, **kwargs)
-        ref = testing.reference_fn(cfg.namespace, op)(*[t.double() for t in tensors], **kwargs)
-        properties.assert_outputs_match(op, out, ref, name, op.name)
+        if op.is_pointwise and op.kernel.bool_output and not op.test.shapes:
+            # whole tensors (the flat loop) and slices of rows (the TensorIterator's vector rows)
+            cases = [list(testing.condition_tensors(op, shapes[0], dtype, gen).values())]
+            cases.append([t[:, 2:27] for t in cases[0]])
+        else:
+            cases = [[testing.make_tensor(op, a.name, s, dtype, gen) for a, s in zip(op.tensor_inputs, shapes)]]
+        for tensors in cases:
+            out = getattr(api, op.name)(*tensors, **kwargs)
+            ref = testing.reference_fn(cfg.namespace, op)(*[t.double() for t in tensors], **kwargs)
+            properties.assert_outputs_match(op, out, ref, name, op.name)
 print("ok")
 """
 

@@ -203,6 +203,36 @@ def make_tensor(op: OpSpec, name: str, shape, dtype, generator, layout: str = "c
     return draw(shape)
 
 
+def condition_tensors(op: OpSpec, shape, dtype, generator, layout: str = "contiguous") -> dict:
+    """Inputs for a comparison (bool output), by name: values from the test ranges, where every
+    third element of each later input equals the first input's (ties, where conditions such as
+    `a <= b` or `abs(a - b) <= tol` flip) and every seventh element of each input is NaN, +inf or
+    -inf in turn, then put into the requested layout as `make_tensor` does."""
+    import torch
+
+    shape = tuple(shape)
+    flat = [make_tensor(op, a.name, (math.prod(shape),), torch.float64, generator) for a in op.tensor_inputs]
+    for t in flat[1:]:
+        t[::3] = flat[0][::3]
+    specials = torch.tensor([math.nan, math.inf, -math.inf], dtype=torch.float64)
+    for k, t in enumerate(flat):
+        positions = torch.arange(k, max(k, t.numel()), 7)
+        t[positions] = specials[(positions // 7 + k) % 3]
+    tensors = {}
+    for a, t in zip(op.tensor_inputs, flat):
+        t = t.reshape(shape).to(dtype)
+        if layout == "transposed" and len(shape) >= 2:
+            t = t.transpose(-1, -2).contiguous().transpose(-1, -2)
+        elif layout == "sliced" and len(shape) >= 1:
+            wide = torch.zeros(shape[:-1] + (shape[-1] * 2,), dtype=dtype)
+            wide[..., ::2] = t
+            t = wide[..., ::2]
+        elif layout == "expanded" and len(shape) >= 1:
+            t = t[:1].expand(shape)
+        tensors[a.name] = t
+    return tensors
+
+
 def assert_close_to_reference(actual, expected64, dtype_name: str, what: str) -> None:
     import torch
 

@@ -8,38 +8,6 @@
 namespace opgen_ops::cpu {
 inline namespace CPU_CAPABILITY {
 namespace {
-template <typename scalar_t>
-void clamp_loop(at::TensorIteratorBase& _iter, double min, double max) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using _vec = at::vec::Vectorized<scalar_t>;
-  using _fvec = at::vec::Vectorized<opmath_t>;
-  const bool _c0 = !std::isnan(static_cast<double>(max)) && !std::isnan(static_cast<double>(min));
-  const opmath_t _u0 = static_cast<opmath_t>(min);
-  [[maybe_unused]] const _fvec _u0v(_u0);
-  const opmath_t _u1 = static_cast<opmath_t>(max);
-  [[maybe_unused]] const _fvec _u1v(_u1);
-  auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
-    using _t = decltype(x);
-    return (_c0 ? opgen::minimum_uniform(opgen::maximum_uniform(x, _u0), _u1) : opgen::minimum(opgen::maximum(x, _u0), _u1));
-  };
-
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), _u0, _u1)); },
-        [=](_vec x) -> _vec {
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _u0v, _u1v), _f0(_x_hi, _u0v, _u1v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x) -> scalar_t { return _f0(x, _u0, _u1); },
-        [=](_vec x) -> _vec { return _f0(x, _u0v, _u1v); });
-  }
-}
-
-
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
@@ -102,37 +70,37 @@ void clamp_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, d
     });
   }
 }
+
 template <typename scalar_t>
-void clamp_backward_loop(at::TensorIteratorBase& _iter, double min, double max) {
+void clamp_loop(at::TensorIteratorBase& _iter, double min, double max) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = !std::isnan(static_cast<double>(max)) && !std::isnan(static_cast<double>(min));
   const opmath_t _u0 = static_cast<opmath_t>(min);
   [[maybe_unused]] const _fvec _u0v(_u0);
   const opmath_t _u1 = static_cast<opmath_t>(max);
   [[maybe_unused]] const _fvec _u1v(_u1);
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
-    using _t = decltype(grad);
-    return opgen::where((x >= _u0), opgen::where((x <= _u1), grad, _t(0.0)), _t(0.0));
+  auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
+    using _t = decltype(x);
+    return (_c0 ? opgen::minimum_uniform(opgen::maximum_uniform(x, _u0), _u1) : opgen::minimum(opgen::maximum(x, _u0), _u1));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad, scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), _u0, _u1)); },
-        [=](_vec grad, _vec x) -> _vec {
-          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
+        [=](scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), _u0, _u1)); },
+        [=](_vec x) -> _vec {
           auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _u0v, _u1v), _f0(_grad_hi, _x_hi, _u0v, _u1v));
+          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _u0v, _u1v), _f0(_x_hi, _u0v, _u1v));
         });
   } else {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad, scalar_t x) -> scalar_t { return _f0(grad, x, _u0, _u1); },
-        [=](_vec grad, _vec x) -> _vec { return _f0(grad, x, _u0v, _u1v); });
+        [=](scalar_t x) -> scalar_t { return _f0(x, _u0, _u1); },
+        [=](_vec x) -> _vec { return _f0(x, _u0v, _u1v); });
   }
 }
-
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
@@ -200,6 +168,38 @@ void clamp_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* 
     });
   }
 }
+
+template <typename scalar_t>
+void clamp_backward_loop(at::TensorIteratorBase& _iter, double min, double max) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(min);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  const opmath_t _u1 = static_cast<opmath_t>(max);
+  [[maybe_unused]] const _fvec _u1v(_u1);
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
+    using _t = decltype(grad);
+    return opgen::where((x >= _u0), opgen::where((x <= _u1), grad, _t(0.0)), _t(0.0));
+  };
+
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad, scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), _u0, _u1)); },
+        [=](_vec grad, _vec x) -> _vec {
+          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
+          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
+          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _u0v, _u1v), _f0(_grad_hi, _x_hi, _u0v, _u1v));
+        });
+  } else {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad, scalar_t x) -> scalar_t { return _f0(grad, x, _u0, _u1); },
+        [=](_vec grad, _vec x) -> _vec { return _f0(grad, x, _u0v, _u1v); });
+  }
+}
+
 }  // namespace
 
 void clamp_kernel(at::TensorIteratorBase& _iter, double min, double max) {
@@ -233,7 +233,6 @@ void clamp_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void*
   }
 }
 
-
 void clamp_backward_kernel(at::TensorIteratorBase& _iter, double min, double max) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -264,7 +263,6 @@ void clamp_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, co
       TORCH_CHECK_TYPE(false, "opgen_ops.clamp_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
-
 
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen_ops::cpu

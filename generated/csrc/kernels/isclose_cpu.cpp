@@ -8,6 +8,74 @@
 namespace opgen_ops::cpu {
 inline namespace CPU_CAPABILITY {
 namespace {
+// Same-shape contiguous inputs of one dtype: a plain vectorized loop, no TensorIterator.
+// One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
+// they would be loaded again after every vector store (which may alias anything), a load-bound
+// loop 1.7x slower than ATen's on data in cache.
+template <typename scalar_t>
+void isclose_contiguous_chunk(int64_t _begin, int64_t _end, bool* _out, const scalar_t* _a_ptr, const scalar_t* _b_ptr, double rtol, double atol) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(atol);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  const opmath_t _u1 = static_cast<opmath_t>(rtol);
+  [[maybe_unused]] const _fvec _u1v(_u1);
+  auto _f0 = [=]([[maybe_unused]] auto a, [[maybe_unused]] auto b, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
+    using _t = decltype(a);
+    return (opgen::abs((a - b)) <= (_u0 + (_u1 * opgen::abs(b))));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_a_lo, _a_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_a_ptr + _i));
+      auto [_b_lo, _b_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_b_ptr + _i));
+      opgen::store_mask(_f0(_a_lo, _b_lo, _u0v, _u1v), _out + _i);
+      opgen::store_mask(_f0(_a_hi, _b_hi, _u0v, _u1v), _out + _i + _fvec::size());
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t a = _a_ptr[_i];
+      const scalar_t b = _b_ptr[_i];
+      _out[_i] = static_cast<bool>(_f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0, _u1));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec a = _vec::loadu(_a_ptr + _i + _k * _vec::size());
+        const _vec b = _vec::loadu(_b_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(a, b, _u0v, _u1v);
+      }
+      opgen::store_mask(_r0[0], _out + _i);
+      opgen::store_mask(_r0[1], _out + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec a = _vec::loadu(_a_ptr + _i);
+      const _vec b = _vec::loadu(_b_ptr + _i);
+      opgen::store_mask(_f0(a, b, _u0v, _u1v), _out + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t a = _a_ptr[_i];
+      const scalar_t b = _b_ptr[_i];
+      _out[_i] = _f0(a, b, _u0, _u1);
+    }
+  }
+}
+
+template <typename scalar_t>
+void isclose_contiguous_loop(int64_t _n, bool* _out, const scalar_t* _a_ptr, const scalar_t* _b_ptr, double rtol, double atol) {
+  if (_n < at::internal::GRAIN_SIZE) {
+    isclose_contiguous_chunk<scalar_t>(0, _n, _out, _a_ptr, _b_ptr, rtol, atol);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+  } else {
+    at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
+      isclose_contiguous_chunk<scalar_t>(_begin, _end, _out, _a_ptr, _b_ptr, rtol, atol);
+    });
+  }
+}
+
 template <typename scalar_t>
 void isclose_loop(at::TensorIteratorBase& _iter, double rtol, double atol) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -22,8 +90,25 @@ void isclose_loop(at::TensorIteratorBase& _iter, double rtol, double atol) {
     return (opgen::abs((a - b)) <= (_u0 + (_u1 * opgen::abs(b))));
   };
 
-  // A condition: bool output, so no vector path (the vector lambdas would produce masks).
-  at::native::cpu_kernel(_iter, [=](scalar_t a, scalar_t b) -> bool { return _f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0, _u1); });
+  // A condition: the vector lambda yields masks, which cpu_kernel_vec cannot store as bools. Rows
+  // whose operands are all contiguous take the flat loop's vector path; others go element by element.
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(bool) && _strides[1] == sizeof(scalar_t) && _strides[2] == sizeof(scalar_t);
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out = _data[0] + _r * _strides[3];
+      const char* _a_row = _data[1] + _r * _strides[4];
+      const char* _b_row = _data[2] + _r * _strides[5];
+      if (_dense) {
+        isclose_contiguous_chunk<scalar_t>(0, _n, reinterpret_cast<bool*>(_out), reinterpret_cast<const scalar_t*>(_a_row), reinterpret_cast<const scalar_t*>(_b_row), rtol, atol);
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t a = *reinterpret_cast<const scalar_t*>(_a_row + _i * _strides[1]);
+        const scalar_t b = *reinterpret_cast<const scalar_t*>(_b_row + _i * _strides[2]);
+        *reinterpret_cast<bool*>(_out + _i * _strides[0]) = _f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0, _u1);
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -43,6 +128,21 @@ void isclose_kernel(at::TensorIteratorBase& _iter, double rtol, double atol) {
   }
 }
 
+
+void isclose_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double rtol, double atol) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return isclose_contiguous_loop<float>(_n, static_cast<bool*>(_out), static_cast<const float*>(_a_ptr), static_cast<const float*>(_b_ptr), rtol, atol);
+    case at::ScalarType::Double:
+      return isclose_contiguous_loop<double>(_n, static_cast<bool*>(_out), static_cast<const double*>(_a_ptr), static_cast<const double*>(_b_ptr), rtol, atol);
+    case at::ScalarType::Half:
+      return isclose_contiguous_loop<at::Half>(_n, static_cast<bool*>(_out), static_cast<const at::Half*>(_a_ptr), static_cast<const at::Half*>(_b_ptr), rtol, atol);
+    case at::ScalarType::BFloat16:
+      return isclose_contiguous_loop<at::BFloat16>(_n, static_cast<bool*>(_out), static_cast<const at::BFloat16*>(_a_ptr), static_cast<const at::BFloat16*>(_b_ptr), rtol, atol);
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.isclose", "(): no CPU kernel for dtype ", _dtype);
+  }
+}
 
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen_ops::cpu

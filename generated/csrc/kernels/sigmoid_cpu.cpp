@@ -8,33 +8,6 @@
 namespace opgen_ops::cpu {
 inline namespace CPU_CAPABILITY {
 namespace {
-template <typename scalar_t>
-void sigmoid_loop(at::TensorIteratorBase& _iter) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using _vec = at::vec::Vectorized<scalar_t>;
-  using _fvec = at::vec::Vectorized<opmath_t>;
-  auto _f0 = [=]([[maybe_unused]] auto x) {
-    using _t = decltype(x);
-    return opgen::sigmoid(x);
-  };
-
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x))); },
-        [=](_vec x) -> _vec {
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x) -> scalar_t { return _f0(x); },
-        [=](_vec x) -> _vec { return _f0(x); });
-  }
-}
-
-
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
@@ -92,33 +65,32 @@ void sigmoid_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr)
     });
   }
 }
+
 template <typename scalar_t>
-void sigmoid_backward_loop(at::TensorIteratorBase& _iter) {
+void sigmoid_loop(at::TensorIteratorBase& _iter) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto result) {
-    using _t = decltype(grad);
-    return ((grad * result) * (_t(1.0) - result));
+  auto _f0 = [=]([[maybe_unused]] auto x) {
+    using _t = decltype(x);
+    return opgen::sigmoid(x);
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad, scalar_t result) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(result))); },
-        [=](_vec grad, _vec result) -> _vec {
-          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
-          auto [_result_lo, _result_hi] = at::vec::convert_to_float<scalar_t>(result);
-          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _result_lo), _f0(_grad_hi, _result_hi));
+        [=](scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x))); },
+        [=](_vec x) -> _vec {
+          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
+          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi));
         });
   } else {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad, scalar_t result) -> scalar_t { return _f0(grad, result); },
-        [=](_vec grad, _vec result) -> _vec { return _f0(grad, result); });
+        [=](scalar_t x) -> scalar_t { return _f0(x); },
+        [=](_vec x) -> _vec { return _f0(x); });
   }
 }
-
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
@@ -182,6 +154,34 @@ void sigmoid_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t
     });
   }
 }
+
+template <typename scalar_t>
+void sigmoid_backward_loop(at::TensorIteratorBase& _iter) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto result) {
+    using _t = decltype(grad);
+    return ((grad * result) * (_t(1.0) - result));
+  };
+
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad, scalar_t result) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(result))); },
+        [=](_vec grad, _vec result) -> _vec {
+          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
+          auto [_result_lo, _result_hi] = at::vec::convert_to_float<scalar_t>(result);
+          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _result_lo), _f0(_grad_hi, _result_hi));
+        });
+  } else {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad, scalar_t result) -> scalar_t { return _f0(grad, result); },
+        [=](_vec grad, _vec result) -> _vec { return _f0(grad, result); });
+  }
+}
+
 }  // namespace
 
 void sigmoid_kernel(at::TensorIteratorBase& _iter) {
@@ -215,7 +215,6 @@ void sigmoid_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const voi
   }
 }
 
-
 void sigmoid_backward_kernel(at::TensorIteratorBase& _iter) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -246,7 +245,6 @@ void sigmoid_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, 
       TORCH_CHECK_TYPE(false, "opgen_ops.sigmoid_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
-
 
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen_ops::cpu

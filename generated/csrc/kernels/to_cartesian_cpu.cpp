@@ -8,29 +8,6 @@
 namespace opgen_ops::cpu {
 inline namespace CPU_CAPABILITY {
 namespace {
-template <typename scalar_t>
-void to_cartesian_loop(at::TensorIteratorBase& _iter) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using _vec = at::vec::Vectorized<scalar_t>;
-  using _fvec = at::vec::Vectorized<opmath_t>;
-  auto _f0 = [=]([[maybe_unused]] auto r, [[maybe_unused]] auto theta) {
-    using _t = decltype(r);
-    return (r * opgen::cos(theta));
-  };
-  auto _f1 = [=]([[maybe_unused]] auto r, [[maybe_unused]] auto theta) {
-    using _t = decltype(r);
-    return (r * opgen::sin(theta));
-  };
-
-  // Several outputs, one pass over memory.
-  at::native::cpu_kernel_multiple_outputs(
-      _iter,
-      [=](scalar_t r, scalar_t theta) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(r), static_cast<opmath_t>(theta))), static_cast<scalar_t>(_f1(static_cast<opmath_t>(r), static_cast<opmath_t>(theta))));
-      });
-}
-
-
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
@@ -105,28 +82,28 @@ void to_cartesian_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, 
     });
   }
 }
+
 template <typename scalar_t>
-void to_cartesian_backward_loop(at::TensorIteratorBase& _iter) {
+void to_cartesian_loop(at::TensorIteratorBase& _iter) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
-  auto _f0 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
-    using _t = decltype(grad_x);
-    return ((grad_x * opgen::cos(theta)) + (grad_y * opgen::sin(theta)));
+  auto _f0 = [=]([[maybe_unused]] auto r, [[maybe_unused]] auto theta) {
+    using _t = decltype(r);
+    return (r * opgen::cos(theta));
   };
-  auto _f1 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
-    using _t = decltype(grad_x);
-    return ((grad_y * x) - (grad_x * y));
+  auto _f1 = [=]([[maybe_unused]] auto r, [[maybe_unused]] auto theta) {
+    using _t = decltype(r);
+    return (r * opgen::sin(theta));
   };
 
   // Several outputs, one pass over memory.
   at::native::cpu_kernel_multiple_outputs(
       _iter,
-      [=](scalar_t grad_x, scalar_t grad_y, scalar_t theta, scalar_t x, scalar_t y) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y))), static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y))));
+      [=](scalar_t r, scalar_t theta) -> std::tuple<scalar_t, scalar_t> {
+        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(r), static_cast<opmath_t>(theta))), static_cast<scalar_t>(_f1(static_cast<opmath_t>(r), static_cast<opmath_t>(theta))));
       });
 }
-
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
@@ -217,6 +194,29 @@ void to_cartesian_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t
     });
   }
 }
+
+template <typename scalar_t>
+void to_cartesian_backward_loop(at::TensorIteratorBase& _iter) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  auto _f0 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
+    using _t = decltype(grad_x);
+    return ((grad_x * opgen::cos(theta)) + (grad_y * opgen::sin(theta)));
+  };
+  auto _f1 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
+    using _t = decltype(grad_x);
+    return ((grad_y * x) - (grad_x * y));
+  };
+
+  // Several outputs, one pass over memory.
+  at::native::cpu_kernel_multiple_outputs(
+      _iter,
+      [=](scalar_t grad_x, scalar_t grad_y, scalar_t theta, scalar_t x, scalar_t y) -> std::tuple<scalar_t, scalar_t> {
+        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y))), static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y))));
+      });
+}
+
 }  // namespace
 
 void to_cartesian_kernel(at::TensorIteratorBase& _iter) {
@@ -250,7 +250,6 @@ void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, voi
   }
 }
 
-
 void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -281,7 +280,6 @@ void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
       TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
-
 
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen_ops::cpu

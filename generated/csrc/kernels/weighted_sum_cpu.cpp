@@ -8,36 +8,6 @@
 namespace opgen_ops::cpu {
 inline namespace CPU_CAPABILITY {
 namespace {
-template <typename scalar_t>
-void weighted_sum_loop(at::TensorIteratorBase& _iter, double weight) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using _vec = at::vec::Vectorized<scalar_t>;
-  using _fvec = at::vec::Vectorized<opmath_t>;
-  const opmath_t _u0 = static_cast<opmath_t>(weight);
-  [[maybe_unused]] const _fvec _u0v(_u0);
-  auto _f0 = [=]([[maybe_unused]] auto a, [[maybe_unused]] auto b, [[maybe_unused]] auto _u0) {
-    using _t = decltype(a);
-    return ((_u0 * a) + b);
-  };
-
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t a, scalar_t b) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0)); },
-        [=](_vec a, _vec b) -> _vec {
-          auto [_a_lo, _a_hi] = at::vec::convert_to_float<scalar_t>(a);
-          auto [_b_lo, _b_hi] = at::vec::convert_to_float<scalar_t>(b);
-          return at::vec::convert_from_float<scalar_t>(_f0(_a_lo, _b_lo, _u0v), _f0(_a_hi, _b_hi, _u0v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t a, scalar_t b) -> scalar_t { return _f0(a, b, _u0); },
-        [=](_vec a, _vec b) -> _vec { return _f0(a, b, _u0v); });
-  }
-}
-
-
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
@@ -102,34 +72,35 @@ void weighted_sum_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _a
     });
   }
 }
+
 template <typename scalar_t>
-void weighted_sum_backward_loop(at::TensorIteratorBase& _iter, double weight) {
+void weighted_sum_loop(at::TensorIteratorBase& _iter, double weight) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
   const opmath_t _u0 = static_cast<opmath_t>(weight);
   [[maybe_unused]] const _fvec _u0v(_u0);
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto _u0) {
-    using _t = decltype(grad);
-    return (grad * _u0);
+  auto _f0 = [=]([[maybe_unused]] auto a, [[maybe_unused]] auto b, [[maybe_unused]] auto _u0) {
+    using _t = decltype(a);
+    return ((_u0 * a) + b);
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), _u0)); },
-        [=](_vec grad) -> _vec {
-          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
-          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _u0v), _f0(_grad_hi, _u0v));
+        [=](scalar_t a, scalar_t b) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0)); },
+        [=](_vec a, _vec b) -> _vec {
+          auto [_a_lo, _a_hi] = at::vec::convert_to_float<scalar_t>(a);
+          auto [_b_lo, _b_hi] = at::vec::convert_to_float<scalar_t>(b);
+          return at::vec::convert_from_float<scalar_t>(_f0(_a_lo, _b_lo, _u0v), _f0(_a_hi, _b_hi, _u0v));
         });
   } else {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad) -> scalar_t { return _f0(grad, _u0); },
-        [=](_vec grad) -> _vec { return _f0(grad, _u0v); });
+        [=](scalar_t a, scalar_t b) -> scalar_t { return _f0(a, b, _u0); },
+        [=](_vec a, _vec b) -> _vec { return _f0(a, b, _u0v); });
   }
 }
-
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
@@ -190,6 +161,35 @@ void weighted_sum_backward_contiguous_loop(int64_t _n, scalar_t* _out, const sca
     });
   }
 }
+
+template <typename scalar_t>
+void weighted_sum_backward_loop(at::TensorIteratorBase& _iter, double weight) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(weight);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto _u0) {
+    using _t = decltype(grad);
+    return (grad * _u0);
+  };
+
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), _u0)); },
+        [=](_vec grad) -> _vec {
+          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
+          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _u0v), _f0(_grad_hi, _u0v));
+        });
+  } else {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad) -> scalar_t { return _f0(grad, _u0); },
+        [=](_vec grad) -> _vec { return _f0(grad, _u0v); });
+  }
+}
+
 }  // namespace
 
 void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight) {
@@ -223,7 +223,6 @@ void weighted_sum_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, cons
   }
 }
 
-
 void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -254,7 +253,6 @@ void weighted_sum_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
       TORCH_CHECK_TYPE(false, "opgen_ops.weighted_sum_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
-
 
 }  // namespace CPU_CAPABILITY
 }  // namespace opgen_ops::cpu

@@ -307,23 +307,27 @@ inline c10::SymDimVector reduced_shape(c10::SymIntArrayRef grad, c10::SymIntArra
   return out;
 }
 
-// True when every input has the output's shape, dtype and a contiguous layout, so the kernel can
-// run as one flat loop without a TensorIterator (the common case; saves its setup per call).
+// True when the output and every input are contiguous, the inputs of the output's shape and of
+// `dtype` (the output's, or the inputs' own where the output is bool), so the kernel can run as one
+// flat loop without a TensorIterator (the common case; saves its setup per call).
 inline bool same_layout_contiguous(const at::Tensor& out,
-                                   std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+                                   std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs,
+                                   at::ScalarType dtype) {
   if (!out.is_contiguous()) {
     return false;
   }
   for (const at::Tensor& t : inputs) {
-    if (!t.is_contiguous() || t.scalar_type() != out.scalar_type() || !t.sizes().equals(out.sizes())) {
+    if (!t.is_contiguous() || t.scalar_type() != dtype || !t.sizes().equals(out.sizes())) {
       return false;
     }
   }
   return true;
 }
+inline bool same_layout_contiguous(const at::Tensor& out,
+                                   std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  return same_layout_contiguous(out, inputs, out.scalar_type());
+}
 
-// Python's `and` / `or` over checks whose operands may be symbolic: evaluated left to right,
-// stopping at the first operand that decides the result.
 // ---- reductions
 
 using DimMask = at::TensorIteratorBase::DimMask;
@@ -431,6 +435,8 @@ inline at::Tensor reduction_view(const at::Tensor& out, const at::Tensor& x, con
   return out.as_strided(sizes, strides);
 }
 
+// Python's `and` / `or` over checks whose operands may be symbolic: evaluated left to right,
+// stopping at the first operand that decides the result.
 inline bool to_bool(const c10::SymBool& b) { return b.guard_bool(__FILE__, __LINE__); }
 template <typename... F>
 inline bool all_of(F&&... f) { return (... && to_bool(f())); }

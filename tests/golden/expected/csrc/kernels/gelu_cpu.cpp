@@ -8,34 +8,6 @@
 namespace golden::cpu {
 inline namespace CPU_CAPABILITY {
 namespace {
-template <typename scalar_t>
-void gelu_loop(at::TensorIteratorBase& _iter, c10::string_view approximate) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using _vec = at::vec::Vectorized<scalar_t>;
-  using _fvec = at::vec::Vectorized<opmath_t>;
-  const bool _c0 = (c10::string_view(approximate) == "tanh");
-  auto _f0 = [=]([[maybe_unused]] auto x) {
-    using _t = decltype(x);
-    return (_c0 ? ((_t(0.5) * x) * (_t(1.0) + opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) : ((_t(0.5) * x) * (_t(1.0) + opgen::erf((x * _t(0.7071067811865476))))));
-  };
-
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x))); },
-        [=](_vec x) -> _vec {
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x) -> scalar_t { return _f0(x); },
-        [=](_vec x) -> _vec { return _f0(x); });
-  }
-}
-
-
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
@@ -94,34 +66,33 @@ void gelu_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_ptr, c1
     });
   }
 }
+
 template <typename scalar_t>
-void gelu_backward_loop(at::TensorIteratorBase& _iter, c10::string_view approximate) {
+void gelu_loop(at::TensorIteratorBase& _iter, c10::string_view approximate) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
   const bool _c0 = (c10::string_view(approximate) == "tanh");
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x) {
-    using _t = decltype(grad);
-    return (grad * (_c0 ? ((_t(0.5) * (_t(1.0) + opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) + ((_t(0.5) * x) * ((_t(1.0) - (opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))) * opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) * (_t(0.7978845608028654) * (_t(1.0) + ((((_t(0.044715) * x) + (_t(0.044715) * x)) * x) + ((_t(0.044715) * x) * x))))))) : ((_t(0.5) * (_t(1.0) + opgen::erf((x * _t(0.7071067811865476))))) + ((_t(0.5) * x) * ((_t(1.1283791670955126) * opgen::exp(opgen::neg(((x * _t(0.7071067811865476)) * (x * _t(0.7071067811865476)))))) * _t(0.7071067811865476))))));
+  auto _f0 = [=]([[maybe_unused]] auto x) {
+    using _t = decltype(x);
+    return (_c0 ? ((_t(0.5) * x) * (_t(1.0) + opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) : ((_t(0.5) * x) * (_t(1.0) + opgen::erf((x * _t(0.7071067811865476))))));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad, scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x))); },
-        [=](_vec grad, _vec x) -> _vec {
-          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
+        [=](scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x))); },
+        [=](_vec x) -> _vec {
           auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo), _f0(_grad_hi, _x_hi));
+          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo), _f0(_x_hi));
         });
   } else {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad, scalar_t x) -> scalar_t { return _f0(grad, x); },
-        [=](_vec grad, _vec x) -> _vec { return _f0(grad, x); });
+        [=](scalar_t x) -> scalar_t { return _f0(x); },
+        [=](_vec x) -> _vec { return _f0(x); });
   }
 }
-
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
@@ -186,6 +157,35 @@ void gelu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _
     });
   }
 }
+
+template <typename scalar_t>
+void gelu_backward_loop(at::TensorIteratorBase& _iter, c10::string_view approximate) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = (c10::string_view(approximate) == "tanh");
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x) {
+    using _t = decltype(grad);
+    return (grad * (_c0 ? ((_t(0.5) * (_t(1.0) + opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) + ((_t(0.5) * x) * ((_t(1.0) - (opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))) * opgen::tanh((_t(0.7978845608028654) * (x + (((_t(0.044715) * x) * x) * x)))))) * (_t(0.7978845608028654) * (_t(1.0) + ((((_t(0.044715) * x) + (_t(0.044715) * x)) * x) + ((_t(0.044715) * x) * x))))))) : ((_t(0.5) * (_t(1.0) + opgen::erf((x * _t(0.7071067811865476))))) + ((_t(0.5) * x) * ((_t(1.1283791670955126) * opgen::exp(opgen::neg(((x * _t(0.7071067811865476)) * (x * _t(0.7071067811865476)))))) * _t(0.7071067811865476))))));
+  };
+
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad, scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x))); },
+        [=](_vec grad, _vec x) -> _vec {
+          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
+          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
+          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo), _f0(_grad_hi, _x_hi));
+        });
+  } else {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad, scalar_t x) -> scalar_t { return _f0(grad, x); },
+        [=](_vec grad, _vec x) -> _vec { return _f0(grad, x); });
+  }
+}
+
 }  // namespace
 
 void gelu_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate) {
@@ -219,7 +219,6 @@ void gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* 
   }
 }
 
-
 void gelu_backward_kernel(at::TensorIteratorBase& _iter, c10::string_view approximate) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -250,7 +249,6 @@ void gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, con
       TORCH_CHECK_TYPE(false, "golden.gelu_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
-
 
 }  // namespace CPU_CAPABILITY
 }  // namespace golden::cpu

@@ -8,38 +8,6 @@
 namespace golden::cpu {
 inline namespace CPU_CAPABILITY {
 namespace {
-template <typename scalar_t>
-void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using _vec = at::vec::Vectorized<scalar_t>;
-  using _fvec = at::vec::Vectorized<opmath_t>;
-  const opmath_t _u0 = static_cast<opmath_t>(offset);
-  [[maybe_unused]] const _fvec _u0v(_u0);
-  const opmath_t _u1 = static_cast<opmath_t>(static_cast<double>(power));
-  [[maybe_unused]] const _fvec _u1v(_u1);
-  auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
-    using _t = decltype(x);
-    return ((x + _u0) * opgen::pow(scale, _u1));
-  };
-
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x, scalar_t scale) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1)); },
-        [=](_vec x, _vec scale) -> _vec {
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(scale);
-          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _scale_lo, _u0v, _u1v), _f0(_x_hi, _scale_hi, _u0v, _u1v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x, scalar_t scale) -> scalar_t { return _f0(x, scale, _u0, _u1); },
-        [=](_vec x, _vec scale) -> _vec { return _f0(x, scale, _u0v, _u1v); });
-  }
-}
-
-
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
@@ -106,34 +74,37 @@ void scale_rows_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _x_p
     });
   }
 }
+
 template <typename scalar_t>
-void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int64_t power) {
+void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
-  const opmath_t _u0 = static_cast<opmath_t>(static_cast<double>(power));
+  const opmath_t _u0 = static_cast<opmath_t>(offset);
   [[maybe_unused]] const _fvec _u0v(_u0);
-  const opmath_t _u1 = static_cast<opmath_t>(offset);
+  const opmath_t _u1 = static_cast<opmath_t>(static_cast<double>(power));
   [[maybe_unused]] const _fvec _u1v(_u1);
-  const opmath_t _u2 = static_cast<opmath_t>((static_cast<double>(power) - 1.0));
-  [[maybe_unused]] const _fvec _u2v(_u2);
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
-    using _t = decltype(grad);
-    return (grad * opgen::pow(scale, _u0));
-  };
-  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
-    using _t = decltype(grad);
-    return (grad * ((x + _u1) * (_u0 * opgen::pow(scale, _u2))));
+  auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
+    using _t = decltype(x);
+    return ((x + _u0) * opgen::pow(scale, _u1));
   };
 
-  // Several outputs, one pass over memory.
-  at::native::cpu_kernel_multiple_outputs(
-      _iter,
-      [=](scalar_t grad, scalar_t x, scalar_t scale) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2)), static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2)));
-      });
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t x, scalar_t scale) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1)); },
+        [=](_vec x, _vec scale) -> _vec {
+          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
+          auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(scale);
+          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _scale_lo, _u0v, _u1v), _f0(_x_hi, _scale_hi, _u0v, _u1v));
+        });
+  } else {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t x, scalar_t scale) -> scalar_t { return _f0(x, scale, _u0, _u1); },
+        [=](_vec x, _vec scale) -> _vec { return _f0(x, scale, _u0v, _u1v); });
+  }
 }
-
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
@@ -220,6 +191,35 @@ void scale_rows_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* 
     });
   }
 }
+
+template <typename scalar_t>
+void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int64_t power) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(static_cast<double>(power));
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  const opmath_t _u1 = static_cast<opmath_t>(offset);
+  [[maybe_unused]] const _fvec _u1v(_u1);
+  const opmath_t _u2 = static_cast<opmath_t>((static_cast<double>(power) - 1.0));
+  [[maybe_unused]] const _fvec _u2v(_u2);
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
+    using _t = decltype(grad);
+    return (grad * opgen::pow(scale, _u0));
+  };
+  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
+    using _t = decltype(grad);
+    return (grad * ((x + _u1) * (_u0 * opgen::pow(scale, _u2))));
+  };
+
+  // Several outputs, one pass over memory.
+  at::native::cpu_kernel_multiple_outputs(
+      _iter,
+      [=](scalar_t grad, scalar_t x, scalar_t scale) -> std::tuple<scalar_t, scalar_t> {
+        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2)), static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2)));
+      });
+}
+
 }  // namespace
 
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power) {
@@ -245,7 +245,6 @@ void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const 
   }
 }
 
-
 void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -268,7 +267,6 @@ void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _ou
       TORCH_CHECK_TYPE(false, "golden.scale_rows_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
-
 
 }  // namespace CPU_CAPABILITY
 }  // namespace golden::cpu

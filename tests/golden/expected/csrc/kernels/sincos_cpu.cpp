@@ -8,31 +8,6 @@
 namespace golden::cpu {
 inline namespace CPU_CAPABILITY {
 namespace {
-template <typename scalar_t>
-void sincos_loop(at::TensorIteratorBase& _iter, double scale) {
-  using opmath_t = at::opmath_type<scalar_t>;
-  using _vec = at::vec::Vectorized<scalar_t>;
-  using _fvec = at::vec::Vectorized<opmath_t>;
-  const opmath_t _u0 = static_cast<opmath_t>(scale);
-  [[maybe_unused]] const _fvec _u0v(_u0);
-  auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
-    using _t = decltype(x);
-    return opgen::sin((_u0 * x));
-  };
-  auto _f1 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
-    using _t = decltype(x);
-    return opgen::cos((_u0 * x));
-  };
-
-  // Several outputs, one pass over memory.
-  at::native::cpu_kernel_multiple_outputs(
-      _iter,
-      [=](scalar_t x) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), _u0)), static_cast<scalar_t>(_f1(static_cast<opmath_t>(x), _u0)));
-      });
-}
-
-
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
@@ -104,36 +79,30 @@ void sincos_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const 
     });
   }
 }
+
 template <typename scalar_t>
-void sincos_backward_loop(at::TensorIteratorBase& _iter, double scale) {
+void sincos_loop(at::TensorIteratorBase& _iter, double scale) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
   const opmath_t _u0 = static_cast<opmath_t>(scale);
   [[maybe_unused]] const _fvec _u0v(_u0);
-  auto _f0 = [=]([[maybe_unused]] auto grad_sin, [[maybe_unused]] auto grad_cos, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
-    using _t = decltype(grad_sin);
-    return ((grad_sin * (opgen::cos((_u0 * x)) * _u0)) + (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0))));
+  auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
+    using _t = decltype(x);
+    return opgen::sin((_u0 * x));
+  };
+  auto _f1 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
+    using _t = decltype(x);
+    return opgen::cos((_u0 * x));
   };
 
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t grad_sin, scalar_t grad_cos, scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_sin), static_cast<opmath_t>(grad_cos), static_cast<opmath_t>(x), _u0)); },
-        [=](_vec grad_sin, _vec grad_cos, _vec x) -> _vec {
-          auto [_grad_sin_lo, _grad_sin_hi] = at::vec::convert_to_float<scalar_t>(grad_sin);
-          auto [_grad_cos_lo, _grad_cos_hi] = at::vec::convert_to_float<scalar_t>(grad_cos);
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_grad_sin_lo, _grad_cos_lo, _x_lo, _u0v), _f0(_grad_sin_hi, _grad_cos_hi, _x_hi, _u0v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t grad_sin, scalar_t grad_cos, scalar_t x) -> scalar_t { return _f0(grad_sin, grad_cos, x, _u0); },
-        [=](_vec grad_sin, _vec grad_cos, _vec x) -> _vec { return _f0(grad_sin, grad_cos, x, _u0v); });
-  }
+  // Several outputs, one pass over memory.
+  at::native::cpu_kernel_multiple_outputs(
+      _iter,
+      [=](scalar_t x) -> std::tuple<scalar_t, scalar_t> {
+        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), _u0)), static_cast<scalar_t>(_f1(static_cast<opmath_t>(x), _u0)));
+      });
 }
-
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
@@ -204,6 +173,37 @@ void sincos_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t*
     });
   }
 }
+
+template <typename scalar_t>
+void sincos_backward_loop(at::TensorIteratorBase& _iter, double scale) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  const opmath_t _u0 = static_cast<opmath_t>(scale);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  auto _f0 = [=]([[maybe_unused]] auto grad_sin, [[maybe_unused]] auto grad_cos, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
+    using _t = decltype(grad_sin);
+    return ((grad_sin * (opgen::cos((_u0 * x)) * _u0)) + (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0))));
+  };
+
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad_sin, scalar_t grad_cos, scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_sin), static_cast<opmath_t>(grad_cos), static_cast<opmath_t>(x), _u0)); },
+        [=](_vec grad_sin, _vec grad_cos, _vec x) -> _vec {
+          auto [_grad_sin_lo, _grad_sin_hi] = at::vec::convert_to_float<scalar_t>(grad_sin);
+          auto [_grad_cos_lo, _grad_cos_hi] = at::vec::convert_to_float<scalar_t>(grad_cos);
+          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
+          return at::vec::convert_from_float<scalar_t>(_f0(_grad_sin_lo, _grad_cos_lo, _x_lo, _u0v), _f0(_grad_sin_hi, _grad_cos_hi, _x_hi, _u0v));
+        });
+  } else {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad_sin, scalar_t grad_cos, scalar_t x) -> scalar_t { return _f0(grad_sin, grad_cos, x, _u0); },
+        [=](_vec grad_sin, _vec grad_cos, _vec x) -> _vec { return _f0(grad_sin, grad_cos, x, _u0v); });
+  }
+}
+
 }  // namespace
 
 void sincos_kernel(at::TensorIteratorBase& _iter, double scale) {
@@ -229,7 +229,6 @@ void sincos_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _ou
   }
 }
 
-
 void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -252,7 +251,6 @@ void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, c
       TORCH_CHECK_TYPE(false, "golden.sincos_backward", "(): no CPU kernel for dtype ", _dtype);
   }
 }
-
 
 }  // namespace CPU_CAPABILITY
 }  // namespace golden::cpu

@@ -8,15 +8,18 @@
 namespace golden::cpu {
 namespace DEFAULT {
 void isclose_kernel(at::TensorIteratorBase& _iter, double rtol, double atol);
+void isclose_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double rtol, double atol);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void isclose_kernel(at::TensorIteratorBase& _iter, double rtol, double atol);
+void isclose_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double rtol, double atol);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
 namespace AVX512 {
 void isclose_kernel(at::TensorIteratorBase& _iter, double rtol, double atol);
+void isclose_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double rtol, double atol);
 }  // namespace AVX512
 #endif
 }  // namespace golden::cpu
@@ -75,6 +78,22 @@ at::Tensor& isclose_prepare_out(const at::Tensor& a, const at::Tensor& b, double
 // Computes into `_out`, which has the right shape and dtype.
 void isclose_compute(const at::Tensor& a, const at::Tensor& b, double rtol, double atol, const at::Tensor& _out) {
   if (_out.numel() == 0) {
+    return;
+  }
+  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { a, b }, a.scalar_type())) {
+    static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::isclose_contiguous
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::isclose_contiguous
+#else
+      , decltype(&cpu::DEFAULT::isclose_contiguous){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::isclose_contiguous
+#else
+      , decltype(&cpu::DEFAULT::isclose_contiguous){}
+#endif
+      );
+    _contiguous(a.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), rtol, atol);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
