@@ -132,12 +132,16 @@ def kernel_rows(sizes, use_compile: bool, min_run_time: float, dtype=torch.float
                 grad = torch.ones(int(size), dtype=dtype)
                 methods["generated_fwd_bwd_us"] = lambda: fwd_bwd(case.generated, leaves, grad)
                 methods["eager_fwd_bwd_us"] = lambda: fwd_bwd(case.eager, leaves, grad)
+                if case.aten is not None:  # torch's own op and its own backward: the floor for ops with nothing to fuse
+                    methods["aten_op_fwd_bwd_us"] = lambda: fwd_bwd(case.aten, leaves, grad)
             row.update(interleaved_medians(methods, min_run_time))
             row["speedup_vs_eager"] = row["eager_composite_us"] / row["generated_us"]
             if "aten_op_us" in row:
                 row["speedup_vs_aten_op"] = row["aten_op_us"] / row["generated_us"]
             if case.differentiable:
                 row["bwd_speedup_vs_eager"] = row["eager_fwd_bwd_us"] / row["generated_fwd_bwd_us"]
+                if "aten_op_fwd_bwd_us" in row:
+                    row["bwd_speedup_vs_aten_op"] = row["aten_op_fwd_bwd_us"] / row["generated_fwd_bwd_us"]
             rows.append(row)
             print_row(row)
     return rows
@@ -169,6 +173,8 @@ def overhead_cases() -> dict:
 
     cases = {
         "torch.add(b, a, alpha=w)": (lambda: torch.add(b, a, alpha=0.5), lambda: torch.add(bg, ag, alpha=0.5)),
+        # ATen's own add through the same Python path as ours: what torch.ops itself costs
+        "torch.ops.aten.add": (lambda: torch.ops.aten.add(b, a, alpha=0.5), lambda: torch.ops.aten.add(bg, ag, alpha=0.5)),
         "torch.ops (generated)": (lambda: ops.weighted_sum(a, b, weight=0.5), lambda: ops.weighted_sum(ag, bg, weight=0.5)),
         "typed API (generated)": (lambda: opgen_ops.weighted_sum(a, b, weight=0.5), lambda: opgen_ops.weighted_sum(ag, bg, weight=0.5)),
         "Python custom_op": (lambda: py_weighted_sum(a, b, 0.5), lambda: py_weighted_sum(ag, bg, 0.5)),
@@ -191,7 +197,7 @@ def overhead_rows(min_run_time: float):
 
 COLUMNS = [("generated_us", "generated"), ("generated_out_us", "out="), ("eager_composite_us", "eager"),
            ("aten_op_us", "aten op"), ("torch_compile_us", "compile"), ("copy_ceiling_us", "copy"),
-           ("generated_fwd_bwd_us", "| fwd+bwd generated"), ("eager_fwd_bwd_us", "eager")]
+           ("generated_fwd_bwd_us", "| fwd+bwd generated"), ("eager_fwd_bwd_us", "eager"), ("aten_op_fwd_bwd_us", "aten op")]
 
 
 def print_row(row):
