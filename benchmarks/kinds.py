@@ -32,6 +32,9 @@ def cases(rows: int, cols: int):
         ("sum_squares last dim", lambda: ops.sum_squares(x, [-1]), lambda: (x * x).sum(-1), None),
         ("sum_squares all", lambda: ops.sum_squares(x, []), lambda: (x * x).sum(), None),
         ("sum_squares dim 0", lambda: ops.sum_squares(x, [0]), lambda: (x * x).sum(0), None),
+        ("logsumexp dim 0", lambda: ops.logsumexp(x, [0]),
+         lambda: (lambda m: (x - m).exp().sum(0, keepdim=True).log() + m)(x.amax(0, keepdim=True)).squeeze(0),
+         lambda: torch.logsumexp(x, 0)),
         ("l2_norm last dim", lambda: ops.l2_norm(x, [-1]), lambda: (x * x).sum(-1).sqrt(), lambda: torch.linalg.vector_norm(x, dim=-1)),
         ("logsumexp last dim", lambda: ops.logsumexp(x, [-1]),
          lambda: (lambda m: (x - m).exp().sum(-1, keepdim=True).log() + m)(x.amax(-1, keepdim=True)).squeeze(-1),
@@ -58,6 +61,9 @@ def middle_cases(batches: int, rows: int, cols: int):
         ("rms dim 1", lambda: ops.rms(x, [1]), lambda: (x * x).mean(1).sqrt(), None),
         ("abs_max dim 1", lambda: ops.abs_max(x, [1]), lambda: x.abs().amax(1), None),
         ("max dim 1 (+indices)", lambda: ops.max(x, 1), lambda: x.max(1), None),
+        ("logsumexp dim 1", lambda: ops.logsumexp(x, [1]),
+         lambda: (lambda m: (x - m).exp().sum(1, keepdim=True).log() + m)(x.amax(1, keepdim=True)).squeeze(1),
+         lambda: torch.logsumexp(x, 1)),
         ("sum_squares dims 0, 2", lambda: ops.sum_squares(x, [0, 2]), lambda: (x * x).sum((0, 2)), None),
     ]
 

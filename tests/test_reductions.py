@@ -59,6 +59,28 @@ def test_logsumexp_never_overflows(built_ops):
     assert built_ops.logsumexp(torch.tensor([1.0, float("nan")]), []).isnan()
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_logsumexp_over_leading_and_middle_dims_matches_torch(built_ops, dtype):
+    # the column path's two passes (the maximum, then the sum of shifted exponentials): columns of
+    # huge values, all -inf, one +inf, a NaN, through blocks of four vectors, one vector and the tail
+    torch.manual_seed(0)
+    x = torch.randn(6, 40, 37, dtype=torch.float64) * 5
+    x[:, :, 0] += 1000
+    x[:, :, 1] -= 1000
+    x[:, :, 2] = float("-inf")
+    x[2, 7, 3] = x[4, 0, 36] = float("inf")
+    x[1, 3, 4] = x[5, 39, 35] = float("nan")
+    x[:, 5, 20] = float("-inf")
+    x = x.to(dtype)
+    for t, dims in ((x, [1]), (x, [0]), (x, [0, 1]), (x[:, :, :17], [1]), (x.reshape(6, 40 * 37), [0])):
+        for keepdim in (False, True):
+            got = built_ops.logsumexp(t, dims, keepdim)
+            want = torch.logsumexp(t.double(), dims, keepdim=keepdim)
+            torch.testing.assert_close(got.double(), want, atol=TOL[dtype], rtol=TOL[dtype], equal_nan=True,
+                                       msg=lambda m: f"{tuple(t.shape)} over {dims}: {m}")
+    assert built_ops.logsumexp(torch.zeros(0, 5, dtype=dtype), [0]).tolist() == [float("-inf")] * 5
+
+
 def test_max_nan_wins_and_ties_go_to_the_lowest_index(built_ops):
     x = torch.tensor([[1.0, 3.0, 3.0, 2.0], [float("nan"), 5.0, float("nan"), 1.0], [-1.0, -1.0, -1.0, -1.0]])
     values, indices = built_ops.max(x, 1)

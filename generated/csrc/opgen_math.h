@@ -255,6 +255,57 @@ void reduce_columns(const scalar_t* x, scalar_t* out, int64_t batches, int64_t r
   });
 }
 
+// logsumexp over the middle dims of a contiguous input, as reduce_columns: for each block of
+// columns, the maximum m of map(x) down the rows, then the sum s of exp(map(x) - m), both along the
+// contiguous columns (vectors of them for float and double); out is finish(m + log(s)), or
+// finish(m) where m is not finite (NaN, every element -inf, or an +inf), as the row version does.
+// A block is small enough that the second pass reads it from cache.
+template <typename scalar_t, typename acc_t, typename MapS, typename MapV, typename Finish>
+void reduce_columns_logsumexp(const scalar_t* x, scalar_t* out, int64_t batches, int64_t rows, int64_t cols,
+                              const MapS& map_s, const MapV& map_v, const Finish& finish) {
+  using AVec = Vec<acc_t>;
+  constexpr int64_t k = AVec::size();
+  constexpr int64_t kBlock = 4 * k;
+  constexpr bool vectorized = !at::is_reduced_floating_point_v<scalar_t>;
+  for_each_column_block(batches, rows, cols, kBlock, [&](int64_t b, int64_t begin, int64_t end) {
+    const scalar_t* xb = x + b * rows * cols;
+    for (int64_t c0 = begin; c0 < end; c0 += kBlock) {
+      const int64_t n = std::min(kBlock, end - c0);
+      __at_align__ acc_t m[kBlock];
+      __at_align__ acc_t s[kBlock];
+      std::fill_n(m, n, -std::numeric_limits<acc_t>::infinity());
+      std::fill_n(s, n, acc_t(0));
+      for (int64_t r = 0; r < rows; ++r) {
+        const scalar_t* row = xb + r * cols + c0;
+        int64_t i = 0;
+        if constexpr (vectorized) {
+          for (; i + k <= n; i += k) {
+            opgen::maximum(AVec::loadu(m + i), map_v(AVec::loadu(row + i))).store(m + i);
+          }
+        }
+        for (; i < n; ++i) {
+          m[i] = opgen::maximum(m[i], map_s(static_cast<acc_t>(row[i])));
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const scalar_t* row = xb + r * cols + c0;
+        int64_t i = 0;
+        if constexpr (vectorized) {
+          for (; i + k <= n; i += k) {
+            (AVec::loadu(s + i) + (map_v(AVec::loadu(row + i)) - AVec::loadu(m + i)).exp()).store(s + i);
+          }
+        }
+        for (; i < n; ++i) {
+          s[i] += std::exp(map_s(static_cast<acc_t>(row[i])) - m[i]);  // NaN where m is not finite: not used
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        out[b * cols + c0 + i] = static_cast<scalar_t>(finish(std::isfinite(m[i]) ? m[i] + std::log(s[i]) : m[i]));
+      }
+    }
+  });
+}
+
 // The max/min with its index over the middle dims of a contiguous input, as reduce_columns:
 // values[b * cols + c] is the best of map(x[(b * rows + r) * cols + c]) over r (the first NaN
 // when there is one, the lowest r among ties) and indices[b * cols + c] that r. Rows are read in

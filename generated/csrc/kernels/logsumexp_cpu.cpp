@@ -51,6 +51,13 @@ void logsumexp_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _coun
     });
     return;
   }
+  int64_t _batches = 0, _rows = 0, _cols = 0;
+  if (opgen::is_outer_reduction(_iter, _batches, _rows, _cols)) {
+    opgen::reduce_columns_logsumexp<scalar_t, opmath_t>(reinterpret_cast<const scalar_t*>(_iter.data_ptr(1)),
+                                                        reinterpret_cast<scalar_t*>(_iter.data_ptr(0)), _batches, _rows,
+                                                        _cols, _map_s, _map_v, _finish);
+    return;
+  }
   at::native::binary_kernel_reduce(
       _iter, opgen::reduce::LogSumExpOps<scalar_t, opmath_t, decltype(_map_s), decltype(_finish)>{_map_s, _finish},
       opgen::reduce::MaxSum<opmath_t>{});
