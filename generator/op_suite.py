@@ -264,11 +264,12 @@ def test_condition_at_every_length(condition, dtype, typed_api):
         _check_condition(typed_api, condition, tensors, f"{condition.name} {dtype} length {n}")
 
 
-@pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded", "broadcast", "row slices", "large",
-                                    "large row slices"])
+@pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded", "broadcast", "broadcast column",
+                                    "long broadcast column", "row slices", "large", "large row slices"])
 def test_condition_layouts(condition, layout, typed_api):
-    """Through the TensorIterator: element by element (transposed, sliced, expanded, broadcast) and
-    row by row through the vector loop (slices of contiguous rows), and the parallel flat loop."""
+    """Through the TensorIterator: element by element (transposed, sliced), row by row through the
+    vector loop (expanded and broadcast rows, slices of contiguous rows, a broadcast column's value
+    repeated in blocks of 256), and the parallel flat loop."""
     if _constrained(condition):
         pytest.skip(f"{condition.name}: shapes constrained")
     gen = torch.Generator().manual_seed(8)
@@ -276,11 +277,14 @@ def test_condition_layouts(condition, layout, typed_api):
     n = len(condition.tensor_inputs)
     if layout in ("transposed", "sliced", "expanded"):
         tensors = testing.condition_tensors(condition, (6, 37), dtype, gen, layout)
-    elif layout == "broadcast":
-        tensors = testing.condition_tensors(condition, (6, 37), dtype, gen)
+    elif layout in ("broadcast", "broadcast column", "long broadcast column"):
+        tensors = testing.condition_tensors(condition, (5, 1031) if layout.startswith("long") else (6, 37), dtype, gen)
         if n >= 2 and condition.shape.kind == "broadcast":
             last = condition.tensor_inputs[-1].name
-            tensors[last] = tensors[last][:1, :]  # (1, 37): a stride-0 operand
+            # (1, 37): stride 0 across rows; (6, 1): stride 0 along them
+            tensors[last] = tensors[last][:1, :] if layout == "broadcast" else tensors[last][:, :1].clone()
+            if layout != "broadcast":  # ties with the repeated value at every third element
+                tensors[condition.tensor_inputs[0].name][:, ::3] = tensors[last]
     elif layout == "large":
         tensors = testing.condition_tensors(condition, (257, 1031), dtype, gen)
     else:
