@@ -342,13 +342,14 @@ def build(config: ProjectConfig, *, jobs: int | None = None, verbose: bool = Fal
     if cuda and (reason := cuda_unavailable()):
         raise OpgenError(f"cannot build the CUDA kernels: {reason}")
     ninja_file, pchs = write_ninja(config, debug=debug, sanitize=sanitize, cuda=cuda)
-    made = pch_cache.ensure(pchs, jobs or os.cpu_count() or 1)
     cmd = [_ninja(), "-f", str(ninja_file)]
     if jobs:
         cmd += ["-j", str(jobs)]
     if verbose:
         cmd.append("-v")
-    steps, output, code = _run_ninja(cmd, verbose)
+    with pch_cache.in_use(pchs):  # another project's build would otherwise evict them mid-build
+        made = pch_cache.ensure(pchs, jobs or os.cpu_count() or 1)
+        steps, output, code = _run_ninja(cmd, verbose)
     if made:
         steps["PCH"] = len(made)
     if code != 0:

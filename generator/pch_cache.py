@@ -15,7 +15,9 @@ flags, torch), into a folder named by a hash of all of them:
 and every project's translation units include it from there (the headers' include guards make
 the project's own copies a no-op after it). <cache> is $OPGEN_CACHE_DIR, else
 $XDG_CACHE_HOME/opgen, else ~/.cache/opgen; where it cannot be written, the build folder. The
-few most recently used keys are kept, older ones removed.
+few most recently used keys are kept, older ones removed, except those a build holds: from
+before it makes its keys until its last unit is compiled, a build holds a shared lock on each
+(<key>.lock), which eviction's exclusive one cannot take. Making a key takes <key>.make.lock.
 """
 
 from __future__ import annotations
@@ -111,10 +113,20 @@ def ensure(pchs: list[SharedPch], jobs: int, log: Callable[[str], object] | None
 
 
 @contextlib.contextmanager
-def _locked(folder: Path, *, blocking: bool = True) -> Iterator[bool]:
-    with open(folder.with_name(folder.name + ".lock"), "a") as lock:
+def in_use(pchs: list[SharedPch]) -> Iterator[None]:
+    """Keeps other builds from evicting ``pchs`` while this one makes them and compiles against them."""
+    with contextlib.ExitStack() as stack:
+        for p in pchs:
+            p.folder.parent.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(_locked(p.folder, shared=True))
+        yield
+
+
+@contextlib.contextmanager
+def _locked(folder: Path, *, blocking: bool = True, shared: bool = False, suffix: str = ".lock") -> Iterator[bool]:
+    with open(folder.with_name(folder.name + suffix), "a") as lock:
         try:
-            fcntl.flock(lock, fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB))
+            fcntl.flock(lock, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB))
         except BlockingIOError:
             yield False
             return
@@ -125,7 +137,7 @@ def _locked(folder: Path, *, blocking: bool = True) -> Iterator[bool]:
 
 
 def _make(p: SharedPch, log: Callable[[str], object]) -> bool:
-    with _locked(p.folder):
+    with _locked(p.folder, suffix=".make.lock"):
         if p.gch.is_file():
             return False  # another build made it while this one waited
         for h in p.headers:
@@ -147,7 +159,7 @@ def _make(p: SharedPch, log: Callable[[str], object]) -> bool:
 
 def evict(root: Path, *, keep: int, protect: set[Path]) -> list[Path]:
     """Removes all but the ``keep`` most recently used keys under ``root`` (never those in
-    ``protect``, nor one that a build holds locked); returns what it removed."""
+    ``protect``, nor one that a build holds, see `in_use`); returns what it removed."""
     def last_used(folder: Path) -> float:
         try:
             return (folder / "used").stat().st_mtime
@@ -162,6 +174,7 @@ def evict(root: Path, *, keep: int, protect: set[Path]) -> list[Path]:
         with _locked(folder, blocking=False) as mine:
             if mine:
                 shutil.rmtree(folder, ignore_errors=True)
+                folder.with_name(folder.name + ".make.lock").unlink(missing_ok=True)
                 folder.with_name(folder.name + ".lock").unlink(missing_ok=True)
                 removed.append(folder)
     return removed

@@ -114,10 +114,27 @@ def test_only_the_most_recently_used_are_kept(tmp_path):
         os.utime(folder / "used", (time.time() - 100 + i, time.time() - 100 + i))
         folders.append(folder)
     protected, locked = folders[0], folders[1]
-    with pch_cache._locked(locked):  # a build is using it right now
+    with pch_cache._locked(locked):  # another build is evicting or taking it right now
         removed = pch_cache.evict(root, keep=3, protect={protected})
     assert sorted(removed) == [folders[2], folders[3]]
     assert sorted(f for f in root.iterdir() if f.is_dir()) == [folders[0], folders[1], *folders[4:]]
+
+
+def test_a_build_holds_its_keys_from_making_them_to_its_last_unit(tmp_path, cxx):
+    # Another project's build evicts old keys; one that a build is compiling against stays (its
+    # units would otherwise fail to find the header), and making it inside the hold does not deadlock.
+    compiler, _ = cxx
+    root = tmp_path / "cache"
+    p = pch_cache.plan(root, "x", _csrc(tmp_path / "a"), [str(compiler)], [])
+    q = pch_cache.plan(root, "y", _csrc(tmp_path / "b", "// other\n"), [str(compiler)], [])
+    with pch_cache.in_use([p]):
+        assert pch_cache.ensure([p], jobs=1, log=lambda s: None) == [p]
+        with pch_cache.in_use([p]):  # a second build of the same key shares the hold
+            pch_cache.ensure([q], jobs=1, log=lambda s: None)
+            assert pch_cache.evict(root, keep=0, protect=set()) == [q.folder]
+        assert p.gch.is_file()
+    assert pch_cache.evict(root, keep=0, protect=set()) == [p.folder]
+    assert not any(root.iterdir())
 
 
 def test_an_unwritable_cache_falls_back_to_the_build_folder(tmp_path, monkeypatch):
