@@ -17,33 +17,37 @@ class Function:
     arity: int
     torch: str  # Python reference, formatted with the argument expressions
     doc: str
+    # Computed as a polynomial series in ATen's vector math (Sleef and the like), not in one
+    # instruction: its cost grows with the elements per vector, so a loop that calls it is bound
+    # by arithmetic, not memory, and wider vectors (AVX-512) pay.
+    series: bool = False
 
 
-def _f(name: str, arity: int, torch: str, doc: str) -> Function:
-    return Function(name, arity, torch, doc)
+def _f(name: str, arity: int, torch: str, doc: str, series: bool = False) -> Function:
+    return Function(name, arity, torch, doc, series)
 
 
 FUNCTIONS: dict[str, Function] = {
     f.name: f
     for f in (
-        _f("exp", 1, "torch.exp({0})", "e to the power x"),
-        _f("log", 1, "torch.log({0})", "natural logarithm"),
-        _f("log1p", 1, "torch.log1p({0})", "log(1 + x), accurate near 0"),
-        _f("expm1", 1, "torch.expm1({0})", "exp(x) - 1, accurate near 0"),
+        _f("exp", 1, "torch.exp({0})", "e to the power x", series=True),
+        _f("log", 1, "torch.log({0})", "natural logarithm", series=True),
+        _f("log1p", 1, "torch.log1p({0})", "log(1 + x), accurate near 0", series=True),
+        _f("expm1", 1, "torch.expm1({0})", "exp(x) - 1, accurate near 0", series=True),
         _f("sqrt", 1, "torch.sqrt({0})", "square root"),
         _f("rsqrt", 1, "torch.rsqrt({0})", "1 / sqrt(x)"),
-        _f("sin", 1, "torch.sin({0})", "sine"),
-        _f("cos", 1, "torch.cos({0})", "cosine"),
-        _f("tan", 1, "torch.tan({0})", "tangent"),
-        _f("tanh", 1, "torch.tanh({0})", "hyperbolic tangent"),
-        _f("sigmoid", 1, "torch.sigmoid({0})", "1 / (1 + exp(-x))"),
-        _f("erf", 1, "torch.erf({0})", "error function"),
+        _f("sin", 1, "torch.sin({0})", "sine", series=True),
+        _f("cos", 1, "torch.cos({0})", "cosine", series=True),
+        _f("tan", 1, "torch.tan({0})", "tangent", series=True),
+        _f("tanh", 1, "torch.tanh({0})", "hyperbolic tangent", series=True),
+        _f("sigmoid", 1, "torch.sigmoid({0})", "1 / (1 + exp(-x))", series=True),
+        _f("erf", 1, "torch.erf({0})", "error function", series=True),
         _f("abs", 1, "torch.abs({0})", "absolute value"),
         _f("floor", 1, "torch.floor({0})", "round down"),
         _f("ceil", 1, "torch.ceil({0})", "round up"),
         _f("minimum", 2, "torch.minimum({0}, {1})", "elementwise minimum; NaN propagates"),
         _f("maximum", 2, "torch.maximum({0}, {1})", "elementwise maximum; NaN propagates"),
-        _f("pow", 2, "torch.pow({0}, {1})", "x to the power y"),
+        _f("pow", 2, "torch.pow({0}, {1})", "x to the power y", series=True),
         _f("clamp", 3, "torch.clamp({0}, {1}, {2})", "clamp(x, lo, hi) = minimum(maximum(x, lo), hi)"),
         _f("where", 3, "torch.where({0}, {1}, {2})", "where(cond, a, b): a where cond holds, else b"),
         _f("isfinite", 1, "math.isfinite({0})", "true unless x is NaN or infinite; for attributes, in checks"),

@@ -109,6 +109,25 @@ def test_extrema_against_per_call_numbers_use_the_one_instruction_form():
     assert cpp_expr.kernel_code(E.parse_expr("x + maximum(w, 1)"), SCOPE, ["x", "y"]).body == "(x + _u0)"
 
 
+@pytest.mark.parametrize(
+    "text, series",
+    [
+        ("x * w + y", False),
+        ("where(x > 0, x, 0) + abs(y) + clamp(x, -1, 1)", False),
+        ("x ** 2 + y ** 0.5 + x ** -1", False),  # multiplication, sqrt, division: one instruction each
+        ("x / sqrt(y)", False),
+        ("x * exp(w) + tanh(w)", False),  # a series over per-call values runs once per call, hoisted
+        ("x * tanh(x)", True),
+        ("where(mode == 'tanh', x, erf(x))", True),  # either branch may run per element
+        ("x ** w", True),
+        ("log1p(exp(x))", True),
+    ],
+)
+def test_kernels_know_whether_an_element_goes_through_a_series(text, series):
+    """What decides whether float32 / float64 data take the AVX-512 variant (opgen::pick_cpu_kernel)."""
+    assert cpp_expr.kernel_code(E.parse_expr(text), SCOPE, ["x", "y"]).computes_series is series
+
+
 def test_checks_over_sizes_are_symbolic():
     scope = E.Scope(SCOPE.names, False, "check")
     assert cpp_expr.symbolic(E.parse_expr("x.size(-1) == y.size(0)"), scope) == "x.sym_size(int64_t{-1}).sym_eq(y.sym_size(int64_t{0}))"

@@ -288,3 +288,34 @@ def test_multi_output_pointwise_errors(old, new, message):
     if "variants" not in CARTESIAN:
         e = error(CARTESIAN + "variants: [out]\n", "to_cartesian")
         assert "the out variant is for ops with one output" in e.message
+
+
+def test_shipped_pointwise_kernels_that_wait_on_memory_keep_float32_off_avx512():
+    """Arithmetic-only loops (not comparisons) pass avx512_full=false to opgen::pick_cpu_kernel:
+    float32 / float64 run their AVX2 variant on AVX-512 CPUs; loops through exp, tanh, sin, ... and
+    bool outputs take AVX-512 for every dtype."""
+    from pathlib import Path
+
+    from opgen.config import load_config
+    from opgen.dest import pointwise
+    from opgen.library import load_library
+
+    root = Path(__file__).resolve().parent.parent
+    ops = {op.name: op for op in load_library(load_config(root)).ops}
+    memory_bound = {k.name: k.memory_bound for name in ops if ops[name].is_pointwise for k in pointwise.kernels(ops[name])}
+    assert memory_bound == {
+        "add": True, "add_backward": True, "weighted_sum": True, "weighted_sum_backward": True,
+        "relu": True, "relu_backward": True, "clamp": True, "clamp_backward": True,
+        "gelu": False, "gelu_backward": False, "softplus": False, "softplus_backward": False,
+        "sigmoid": False, "sigmoid_backward": True,  # its backward reads the result: grad * result * (1 - result)
+        "to_cartesian": False, "to_cartesian_backward": False,
+        "isclose": False,  # a comparison: its AVX-512 mask stores ran float64 2x faster
+    }
+    for name, op in ops.items():
+        if not op.is_pointwise:
+            continue
+        text = (root / "generated" / "csrc" / "ops" / f"{name}.cpp").read_text()
+        for kernel in pointwise.kernels(op):
+            pick = text[text.index(f"&cpu::DEFAULT::{kernel.name}_contiguous"):]
+            pick = pick[:pick.index(";")]
+            assert pick.endswith("/*avx512_full=*/false)") is kernel.memory_bound, (name, kernel.name)

@@ -443,12 +443,20 @@ inline bool all_of(F&&... f) { return (... && to_bool(f())); }
 template <typename... F>
 inline bool any_of(F&&... f) { return (... || to_bool(f())); }
 
+// One kernel's variant for each kind of dtype, picked once per process (`_kernel[dtype](...)`).
+template <typename F>
+struct CpuKernel {
+  F full;     // float32, float64 and the integer dtypes
+  F reduced;  // bfloat16, float16: computed in float32, rounded once
+  F operator[](at::ScalarType dtype) const { return at::isReducedFloatingType(dtype) ? reduced : full; }
+};
+
 // The best of an op's kernel variants this process may run, as ATen picks its own: the CPU and
 // ATEN_CPU_CAPABILITY decide (at::get_cpu_capability()). A variant that was not built is null
 // (the op files pass only those built, OPGEN_HAVE_<capability>; that macro stays out of this
 // header, so one precompiled header serves builds with and without them).
 template <typename F>
-F pick_cpu_kernel(F default_kernel, F avx2_kernel, F avx512_kernel) {
+F best_cpu_kernel(F default_kernel, F avx2_kernel, F avx512_kernel) {
   const std::string c = at::get_cpu_capability();
   if (avx512_kernel != nullptr && c == "AVX512") {
     return avx512_kernel;
@@ -457,6 +465,17 @@ F pick_cpu_kernel(F default_kernel, F avx2_kernel, F avx512_kernel) {
     return avx2_kernel;
   }
   return default_kernel;
+}
+
+// `avx512_full`: whether float32 / float64 data take the AVX-512 variant too. Not for a
+// memory-bound loop (arithmetic only, no exp or tanh per element): wider vectors don't raise the
+// bandwidth it waits on, and on data in cache its AVX-512 variant ran 4-22% slower than the AVX2
+// one (ATen, likewise, registers most of its kernels for AVX2 only and serves AVX-512 CPUs with
+// them). Its bfloat16 / float16 loop, busy converting, ran 8-56% faster with AVX-512.
+template <typename F>
+CpuKernel<F> pick_cpu_kernel(F default_kernel, F avx2_kernel, F avx512_kernel, bool avx512_full = true) {
+  const F best = best_cpu_kernel(default_kernel, avx2_kernel, avx512_kernel);
+  return {avx512_full ? best : best_cpu_kernel(default_kernel, avx2_kernel, F{}), best};
 }
 
 }  // namespace opgen

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass, field
 
 from .. import expr as E
+from ..functions import FUNCTIONS
 from .cpp import float_literal, string_literal
 
 
@@ -26,6 +27,9 @@ class KernelCode:
     bodies: list[str]  # one C++ expression per output, over params, _u<i> and _c<i>
     hoisted_numbers: list[str] = field(default_factory=list)  # C++ (double) expressions for _u<i>
     hoisted_conditions: list[str] = field(default_factory=list)  # C++ bool expressions for _c<i>
+    # Whether an element goes through a function computed as a series (exp, tanh, pow, ...):
+    # then the loop is bound by arithmetic; else (+, *, min, abs, where, ...) by memory.
+    computes_series: bool = False
 
     @property
     def body(self) -> str:
@@ -51,6 +55,7 @@ class _KernelPrinter:
         # prints a kernel twice when they occur, once each way, and `kernel_code` picks per call).
         self.assume_not_nan = False
         self.maybe_nan: list[str] = []  # those attributes' uniform C++ expressions
+        self.computes_series = False
 
     def is_uniform(self, e: E.Expr) -> bool:
         return not E.reads_tensors(e, self.scope, self.elementwise)
@@ -81,6 +86,7 @@ class _KernelPrinter:
                 fast = self.extremum(e)
                 if fast is not None:
                     return fast
+            self.computes_series |= FUNCTIONS[e.fn].series
             return f"opgen::{e.fn}({', '.join(self.element(a) for a in e.args)})"
         raise TypeError(f"not an element expression: {e!r}")
 
@@ -114,6 +120,7 @@ class _KernelPrinter:
             base = self.element(e.lhs)
             return {1: base, 2: f"({base} * {base})", 3: f"({base} * {base} * {base})",
                     0.5: f"opgen::sqrt({base})", -1: f"(_t(1.0) / {base})"}[e.rhs.value]
+        self.computes_series = True
         return f"opgen::pow({self.element(e.lhs)}, {self.element(e.rhs)})"
 
     @staticmethod
@@ -135,7 +142,7 @@ def kernel_code(exprs: E.Expr | list[E.Expr], scope: E.Scope, tensor_params: lis
         fast = [p.element(e) for e in exprs]
         not_nan = p.hoist(p.conditions, " && ".join(f"!std::isnan(static_cast<double>({c}))" for c in p.maybe_nan), "_c")
         bodies = [f"({not_nan} ? {f} : {b})" for f, b in zip(fast, bodies)]
-    return KernelCode(tensor_params, bodies, p.numbers, p.conditions)
+    return KernelCode(tensor_params, bodies, p.numbers, p.conditions, p.computes_series)
 
 
 def uniform(e: E.Expr, scope: E.Scope) -> str:

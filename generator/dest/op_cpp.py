@@ -10,7 +10,7 @@ from ..api import cpp, cpp_expr
 from ..library import Library
 from ..model import OpSpec, ShapeRule
 from ..render import render
-from . import backward, custom, reduction
+from . import backward, custom, pointwise, reduction
 from . import op_context as ctx
 from .files import GeneratedFile, Part
 
@@ -29,11 +29,13 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFil
     scope = ctx.check_scope(op)
     bw = backward.plan(op)
     outs = [f"_{n}" for n in op.output_names]  # C++ variables of the outputs: _out, or _<name> for several
-    kernels = [SimpleNamespace(name=op.name, attrs=attrs, outs=outs, inputs=[a.name for a in op.tensor_inputs])]
+    memory_bound = {k.name: k.memory_bound for k in pointwise.kernels(op)}
+    kernels = [SimpleNamespace(name=op.name, attrs=attrs, outs=outs, inputs=[a.name for a in op.tensor_inputs],
+                               memory_bound=memory_bound[op.name])]
     bw_kernel_call = ""
     if bw is not None and bw.fused:
         kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.fused],
-                                       inputs=[*bw.grads, *bw.saved]))
+                                       inputs=[*bw.grads, *bw.saved], memory_bound=memory_bound[bw.name]))
         bw_kernel_call = "".join(
             f", {a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else f", {a.name}" for a in bw.kernel_attrs)
     text = render(

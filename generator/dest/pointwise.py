@@ -18,6 +18,9 @@ class Kernel:
     name: str
     code: cpp_expr.KernelCode
     attrs: list[ctx.KernelAttr]
+    # Arithmetic only (no exp, tanh, ... per element) and not a comparison: on float32 / float64
+    # the loop waits on memory, and its AVX2 variant serves AVX-512 CPUs too (see pick_cpu_kernel).
+    memory_bound: bool = False
 
 
 @functools.lru_cache(maxsize=1024)
@@ -26,9 +29,10 @@ def kernels(op: OpSpec) -> tuple[Kernel, ...]:
     tensors = [a.name for a in op.tensor_inputs]
     exprs = list(op.kernel.exprs)
     forward = cpp_expr.kernel_code(exprs if len(exprs) > 1 else exprs[0], ctx.kernel_scope(op), tensors)
-    out = [Kernel(op.name, forward, ctx.kernel_attrs(op, set().union(*(E.names_in(e) for e in exprs))))]
+    out = [Kernel(op.name, forward, ctx.kernel_attrs(op, set().union(*(E.names_in(e) for e in exprs))),
+                  memory_bound=not forward.computes_series and not op.kernel.bool_output)]
     plan = backward.plan(op)
     code = backward.kernel_code(op, plan) if plan is not None else None
     if code is not None:
-        out.append(Kernel(plan.name, code, list(plan.kernel_attrs)))
+        out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series))
     return tuple(out)
