@@ -291,9 +291,9 @@ def test_multi_output_pointwise_errors(old, new, message):
 
 
 def test_shipped_pointwise_kernels_that_wait_on_memory_keep_float32_off_avx512():
-    """Arithmetic-only loops (not comparisons) pass avx512_full=false to opgen::pick_cpu_kernel:
-    float32 / float64 run their AVX2 variant on AVX-512 CPUs; loops through exp, tanh, sin, ... and
-    bool outputs take AVX-512 for every dtype."""
+    """Arithmetic-only loops (not comparisons) pass avx512_in_cache=false to opgen::pick_cpu_kernel:
+    float32 / float64 data that fits in cache runs their AVX2 variant on AVX-512 CPUs; loops through
+    exp, tanh, sin, ... and bool outputs take AVX-512 for all data."""
     from pathlib import Path
 
     from opgen.config import load_config
@@ -318,4 +318,4 @@ def test_shipped_pointwise_kernels_that_wait_on_memory_keep_float32_off_avx512()
         for kernel in pointwise.kernels(op):
             pick = text[text.index(f"&cpu::DEFAULT::{kernel.name}_contiguous"):]
             pick = pick[:pick.index(";")]
-            assert pick.endswith("/*avx512_full=*/false)") is kernel.memory_bound, (name, kernel.name)
+            assert pick.endswith("/*avx512_in_cache=*/false)") is kernel.memory_bound, (name, kernel.name)

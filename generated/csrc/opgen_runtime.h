@@ -443,12 +443,19 @@ inline bool all_of(F&&... f) { return (... && to_bool(f())); }
 template <typename... F>
 inline bool any_of(F&&... f) { return (... || to_bool(f())); }
 
-// One kernel's variant for each kind of dtype, picked once per process (`_kernel[dtype](...)`).
+// Outputs up to this size, whose loop (inputs and output) stays in each core's L2 cache: there
+// float32 / float64 memory-bound loops run AVX2 rather than AVX-512 (see pick_cpu_kernel).
+constexpr int64_t kInCacheBytes = int64_t{1} << 20;
+
+// One kernel's variants, picked once per process; `for_data` chooses per call between them.
 template <typename F>
 struct CpuKernel {
-  F full;     // float32, float64 and the integer dtypes
-  F reduced;  // bfloat16, float16: computed in float32, rounded once
-  F operator[](at::ScalarType dtype) const { return at::isReducedFloatingType(dtype) ? reduced : full; }
+  F best;    // the widest variant this process may run
+  F narrow;  // the variant float32 / float64 data that fits in cache take
+  F for_data(at::ScalarType dtype, int64_t numel) const {
+    const bool wide = at::isReducedFloatingType(dtype) || numel * int64_t(c10::elementSize(dtype)) > kInCacheBytes;
+    return wide ? best : narrow;
+  }
 };
 
 // The best of an op's kernel variants this process may run, as ATen picks its own: the CPU and
@@ -467,15 +474,16 @@ F best_cpu_kernel(F default_kernel, F avx2_kernel, F avx512_kernel) {
   return default_kernel;
 }
 
-// `avx512_full`: whether float32 / float64 data take the AVX-512 variant too. Not for a
-// memory-bound loop (arithmetic only, no exp or tanh per element): wider vectors don't raise the
-// bandwidth it waits on, and on data in cache its AVX-512 variant ran 4-22% slower than the AVX2
-// one (ATen, likewise, registers most of its kernels for AVX2 only and serves AVX-512 CPUs with
-// them). Its bfloat16 / float16 loop, busy converting, ran 8-56% faster with AVX-512.
+// `avx512_in_cache`: whether float32 / float64 data in cache takes the AVX-512 variant too. Not
+// for a memory-bound loop (arithmetic only, no exp or tanh per element): on 1e4-1e5 float32
+// elements its AVX-512 variant ran 7-22% slower than the AVX2 one, as ATen, which serves most of
+// its kernels to AVX-512 CPUs in AVX2, would expect. Past the cache the two were within a few
+// percent of each other, AVX-512 ahead at 1e7 elements; bfloat16 / float16 loops, busy
+// converting, ran 8-56% faster with AVX-512 at every size.
 template <typename F>
-CpuKernel<F> pick_cpu_kernel(F default_kernel, F avx2_kernel, F avx512_kernel, bool avx512_full = true) {
+CpuKernel<F> pick_cpu_kernel(F default_kernel, F avx2_kernel, F avx512_kernel, bool avx512_in_cache = true) {
   const F best = best_cpu_kernel(default_kernel, avx2_kernel, avx512_kernel);
-  return {avx512_full ? best : best_cpu_kernel(default_kernel, avx2_kernel, F{}), best};
+  return {best, avx512_in_cache ? best : best_cpu_kernel(default_kernel, avx2_kernel, F{})};
 }
 
 }  // namespace opgen

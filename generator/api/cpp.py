@@ -84,13 +84,14 @@ def float_literal(value: float | int) -> str:
     return r if ("e" in r or "." in r) else r + ".0"
 
 
-def cpu_kernel_choice(function: str, avx512_full: bool = True) -> str:
-    """The expression that picks, once at run time, the best built variants of the CPU kernel
-    ``function`` (declared in ``cpu::<capability>``), one per kind of dtype: opgen::pick_cpu_kernel
-    takes one per capability, null where OPGEN_HAVE_<capability> says it was not built;
-    ``avx512_full=False`` keeps float32 / float64 off AVX-512 (a memory-bound loop)."""
+def cpu_kernel_choice(function: str, avx512_in_cache: bool = True) -> str:
+    """The expression that picks, once at run time, the built variants of the CPU kernel
+    ``function`` (declared in ``cpu::<capability>``) that its calls choose from by their data
+    (``.for_data(dtype, numel)``): opgen::pick_cpu_kernel takes one per capability, null where
+    OPGEN_HAVE_<capability> says it was not built; ``avx512_in_cache=False`` keeps float32 / float64
+    data that fits in cache off AVX-512 (a memory-bound loop)."""
     lines = [f"opgen::pick_cpu_kernel(&cpu::DEFAULT::{function}"]
     for cap in CPU_CAPABILITIES[1:]:
         lines += [f"#if defined(OPGEN_HAVE_{cap})", f"      , &cpu::{cap}::{function}", "#else",
                   f"      , decltype(&cpu::DEFAULT::{function}){{}}", "#endif"]
-    return "\n".join([*lines, "      )" if avx512_full else "      , /*avx512_full=*/false)"])
+    return "\n".join([*lines, "      )" if avx512_in_cache else "      , /*avx512_in_cache=*/false)"])

@@ -19,7 +19,8 @@ class Kernel:
     code: cpp_expr.KernelCode
     attrs: list[ctx.KernelAttr]
     # Arithmetic only (no exp, tanh, ... per element) and not a comparison: on float32 / float64
-    # the loop waits on memory, and its AVX2 variant serves AVX-512 CPUs too (see pick_cpu_kernel).
+    # the loop waits on memory, and its AVX2 variant serves AVX-512 CPUs for data in cache
+    # (see pick_cpu_kernel).
     memory_bound: bool = False
 
 

@@ -83,7 +83,7 @@ void abs_max_compute(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, con
       , decltype(&cpu::DEFAULT::abs_max_kernel){}
 #endif
       );
-  _kernel[x.scalar_type()](_iter, _count);
+  _kernel.best(_iter, _count);
 }
 
 }  // namespace

@@ -96,8 +96,8 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
 #else
       , decltype(&cpu::DEFAULT::add_contiguous){}
 #endif
-      , /*avx512_full=*/false);
-    _contiguous[_out.scalar_type()](_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), alpha);
+      , /*avx512_in_cache=*/false);
+    _contiguous.for_data(_out.scalar_type(), _out.numel())(_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), alpha);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -126,8 +126,8 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
 #else
       , decltype(&cpu::DEFAULT::add_kernel){}
 #endif
-      , /*avx512_full=*/false);
-  _kernel[_iter.common_dtype()](_iter, alpha);
+      , /*avx512_in_cache=*/false);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, alpha);
 }
 
 }  // namespace
@@ -222,8 +222,8 @@ at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntA
 #else
       , decltype(&cpu::DEFAULT::add_backward_contiguous){}
 #endif
-      , /*avx512_full=*/false);
-    _contiguous[_dtype](_dtype, grad.numel(), _g1.data_ptr(), grad.const_data_ptr(), alpha);
+      , /*avx512_in_cache=*/false);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g1.data_ptr(), grad.const_data_ptr(), alpha);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g1)
@@ -247,8 +247,8 @@ at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntA
 #else
       , decltype(&cpu::DEFAULT::add_backward_kernel){}
 #endif
-      , /*avx512_full=*/false);
-      _kernel[_iter.common_dtype()](_iter, alpha);
+      , /*avx512_in_cache=*/false);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, alpha);
     }
   }
   return at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), b__shape));

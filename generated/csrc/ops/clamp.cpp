@@ -91,8 +91,8 @@ void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor
 #else
       , decltype(&cpu::DEFAULT::clamp_contiguous){}
 #endif
-      , /*avx512_full=*/false);
-    _contiguous[_out.scalar_type()](_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), min, max);
+      , /*avx512_in_cache=*/false);
+    _contiguous.for_data(_out.scalar_type(), _out.numel())(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), min, max);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -120,8 +120,8 @@ void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor
 #else
       , decltype(&cpu::DEFAULT::clamp_kernel){}
 #endif
-      , /*avx512_full=*/false);
-  _kernel[_iter.common_dtype()](_iter, min, max);
+      , /*avx512_in_cache=*/false);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, min, max);
 }
 
 }  // namespace
@@ -188,8 +188,8 @@ at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, dou
 #else
       , decltype(&cpu::DEFAULT::clamp_backward_contiguous){}
 #endif
-      , /*avx512_full=*/false);
-    _contiguous[_dtype](_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), min, max);
+      , /*avx512_in_cache=*/false);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), min, max);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -214,8 +214,8 @@ at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, dou
 #else
       , decltype(&cpu::DEFAULT::clamp_backward_kernel){}
 #endif
-      , /*avx512_full=*/false);
-      _kernel[_iter.common_dtype()](_iter, min, max);
+      , /*avx512_in_cache=*/false);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, min, max);
     }
   }
   return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));

@@ -92,7 +92,7 @@ void gelu_compute(const at::Tensor& x, c10::string_view approximate, const at::T
       , decltype(&cpu::DEFAULT::gelu_contiguous){}
 #endif
       );
-    _contiguous[_out.scalar_type()](_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), approximate);
+    _contiguous.for_data(_out.scalar_type(), _out.numel())(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), approximate);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -121,7 +121,7 @@ void gelu_compute(const at::Tensor& x, c10::string_view approximate, const at::T
       , decltype(&cpu::DEFAULT::gelu_kernel){}
 #endif
       );
-  _kernel[_iter.common_dtype()](_iter, approximate);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, approximate);
 }
 
 }  // namespace
@@ -189,7 +189,7 @@ at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
       , decltype(&cpu::DEFAULT::gelu_backward_contiguous){}
 #endif
       );
-    _contiguous[_dtype](_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), approximate);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), approximate);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -215,7 +215,7 @@ at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
       , decltype(&cpu::DEFAULT::gelu_backward_kernel){}
 #endif
       );
-      _kernel[_iter.common_dtype()](_iter, approximate);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, approximate);
     }
   }
   return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));

@@ -83,7 +83,7 @@ void logsumexp_compute(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, c
       , decltype(&cpu::DEFAULT::logsumexp_kernel){}
 #endif
       );
-  _kernel[x.scalar_type()](_iter, _count);
+  _kernel.best(_iter, _count);
 }
 
 }  // namespace

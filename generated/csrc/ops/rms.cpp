@@ -83,7 +83,7 @@ void rms_compute(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, const a
       , decltype(&cpu::DEFAULT::rms_kernel){}
 #endif
       );
-  _kernel[x.scalar_type()](_iter, _count);
+  _kernel.best(_iter, _count);
 }
 
 }  // namespace

@@ -91,7 +91,7 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
       , decltype(&cpu::DEFAULT::sigmoid_contiguous){}
 #endif
       );
-    _contiguous[_out.scalar_type()](_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr());
+    _contiguous.for_data(_out.scalar_type(), _out.numel())(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr());
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -120,7 +120,7 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
       , decltype(&cpu::DEFAULT::sigmoid_kernel){}
 #endif
       );
-  _kernel[_iter.common_dtype()](_iter);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter);
 }
 
 }  // namespace
@@ -187,8 +187,8 @@ at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& resu
 #else
       , decltype(&cpu::DEFAULT::sigmoid_backward_contiguous){}
 #endif
-      , /*avx512_full=*/false);
-    _contiguous[_dtype](_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), result.const_data_ptr());
+      , /*avx512_in_cache=*/false);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), result.const_data_ptr());
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -213,8 +213,8 @@ at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& resu
 #else
       , decltype(&cpu::DEFAULT::sigmoid_backward_kernel){}
 #endif
-      , /*avx512_full=*/false);
-      _kernel[_iter.common_dtype()](_iter);
+      , /*avx512_in_cache=*/false);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter);
     }
   }
   return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));

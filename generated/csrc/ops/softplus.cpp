@@ -93,7 +93,7 @@ void softplus_compute(const at::Tensor& x, double beta, double threshold, const 
       , decltype(&cpu::DEFAULT::softplus_contiguous){}
 #endif
       );
-    _contiguous[_out.scalar_type()](_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), beta, threshold);
+    _contiguous.for_data(_out.scalar_type(), _out.numel())(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), beta, threshold);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -122,7 +122,7 @@ void softplus_compute(const at::Tensor& x, double beta, double threshold, const 
       , decltype(&cpu::DEFAULT::softplus_kernel){}
 #endif
       );
-  _kernel[_iter.common_dtype()](_iter, beta, threshold);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, beta, threshold);
 }
 
 }  // namespace
@@ -190,7 +190,7 @@ at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, 
       , decltype(&cpu::DEFAULT::softplus_backward_contiguous){}
 #endif
       );
-    _contiguous[_dtype](_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), beta, threshold);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), beta, threshold);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -216,7 +216,7 @@ at::Tensor softplus_backward_dense(const at::Tensor& grad, const at::Tensor& x, 
       , decltype(&cpu::DEFAULT::softplus_backward_kernel){}
 #endif
       );
-      _kernel[_iter.common_dtype()](_iter, beta, threshold);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, beta, threshold);
     }
   }
   return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));

@@ -83,7 +83,7 @@ void sum_squares_compute(const at::Tensor& x, at::IntArrayRef dim, bool keepdim,
       , decltype(&cpu::DEFAULT::sum_squares_kernel){}
 #endif
       );
-  _kernel[x.scalar_type()](_iter, _count);
+  _kernel.best(_iter, _count);
 }
 
 }  // namespace

@@ -81,7 +81,7 @@ void to_cartesian_compute(const at::Tensor& r, const at::Tensor& theta, const at
       , decltype(&cpu::DEFAULT::to_cartesian_contiguous){}
 #endif
       );
-    _contiguous[_x.scalar_type()](_x.scalar_type(), _x.numel(), _x.data_ptr(), _y.data_ptr(), r.const_data_ptr(), theta.const_data_ptr());
+    _contiguous.for_data(_x.scalar_type(), _x.numel())(_x.scalar_type(), _x.numel(), _x.data_ptr(), _y.data_ptr(), r.const_data_ptr(), theta.const_data_ptr());
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -112,7 +112,7 @@ void to_cartesian_compute(const at::Tensor& r, const at::Tensor& theta, const at
       , decltype(&cpu::DEFAULT::to_cartesian_kernel){}
 #endif
       );
-  _kernel[_iter.common_dtype()](_iter);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter);
 }
 
 }  // namespace
@@ -172,7 +172,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
       , decltype(&cpu::DEFAULT::to_cartesian_backward_contiguous){}
 #endif
       );
-    _contiguous[_dtype](_dtype, grad_x.numel(), _g0.data_ptr(), _g1.data_ptr(), grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr());
+    _contiguous.for_data(_dtype, grad_x.numel())(_dtype, grad_x.numel(), _g0.data_ptr(), _g1.data_ptr(), grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr());
   } else if (grad_x.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -202,7 +202,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
       , decltype(&cpu::DEFAULT::to_cartesian_backward_kernel){}
 #endif
       );
-      _kernel[_iter.common_dtype()](_iter);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter);
     }
   }
   return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), at::sum_to(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));

@@ -96,8 +96,8 @@ void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weigh
 #else
       , decltype(&cpu::DEFAULT::weighted_sum_contiguous){}
 #endif
-      , /*avx512_full=*/false);
-    _contiguous[_out.scalar_type()](_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), weight);
+      , /*avx512_in_cache=*/false);
+    _contiguous.for_data(_out.scalar_type(), _out.numel())(_out.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), weight);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -126,8 +126,8 @@ void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weigh
 #else
       , decltype(&cpu::DEFAULT::weighted_sum_kernel){}
 #endif
-      , /*avx512_full=*/false);
-  _kernel[_iter.common_dtype()](_iter, weight);
+      , /*avx512_in_cache=*/false);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, weight);
 }
 
 }  // namespace
@@ -192,8 +192,8 @@ at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c1
 #else
       , decltype(&cpu::DEFAULT::weighted_sum_backward_contiguous){}
 #endif
-      , /*avx512_full=*/false);
-    _contiguous[_dtype](_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), weight);
+      , /*avx512_in_cache=*/false);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), weight);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -217,8 +217,8 @@ at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c1
 #else
       , decltype(&cpu::DEFAULT::weighted_sum_backward_kernel){}
 #endif
-      , /*avx512_full=*/false);
-      _kernel[_iter.common_dtype()](_iter, weight);
+      , /*avx512_in_cache=*/false);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, weight);
     }
   }
   return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape));

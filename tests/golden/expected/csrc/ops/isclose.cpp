@@ -93,7 +93,7 @@ void isclose_compute(const at::Tensor& a, const at::Tensor& b, double rtol, doub
       , decltype(&cpu::DEFAULT::isclose_contiguous){}
 #endif
       );
-    _contiguous[a.scalar_type()](a.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), rtol, atol);
+    _contiguous.for_data(a.scalar_type(), _out.numel())(a.scalar_type(), _out.numel(), _out.data_ptr(), a.const_data_ptr(), b.const_data_ptr(), rtol, atol);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -124,7 +124,7 @@ void isclose_compute(const at::Tensor& a, const at::Tensor& b, double rtol, doub
       , decltype(&cpu::DEFAULT::isclose_kernel){}
 #endif
       );
-  _kernel[_iter.common_dtype()](_iter, rtol, atol);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, rtol, atol);
 }
 
 }  // namespace

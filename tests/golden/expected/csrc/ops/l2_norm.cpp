@@ -83,7 +83,7 @@ void l2_norm_compute(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, con
       , decltype(&cpu::DEFAULT::l2_norm_kernel){}
 #endif
       );
-  _kernel[x.scalar_type()](_iter, _count);
+  _kernel.best(_iter, _count);
 }
 
 }  // namespace

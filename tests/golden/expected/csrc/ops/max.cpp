@@ -80,7 +80,7 @@ void max_compute(const at::Tensor& x, int64_t dim, bool keepdim, const at::Tenso
       , decltype(&cpu::DEFAULT::max_kernel){}
 #endif
       );
-  _kernel[x.scalar_type()](_iter, _count);
+  _kernel.best(_iter, _count);
 }
 
 }  // namespace

@@ -101,7 +101,7 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
       , decltype(&cpu::DEFAULT::scale_rows_contiguous){}
 #endif
       );
-    _contiguous[_out.scalar_type()](_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
+    _contiguous.for_data(_out.scalar_type(), _out.numel())(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -131,7 +131,7 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
       , decltype(&cpu::DEFAULT::scale_rows_kernel){}
 #endif
       );
-  _kernel[_iter.common_dtype()](_iter, offset.toDouble(), power);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, offset.toDouble(), power);
 }
 
 }  // namespace
@@ -202,7 +202,7 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       , decltype(&cpu::DEFAULT::scale_rows_backward_contiguous){}
 #endif
       );
-    _contiguous[_dtype](_dtype, grad.numel(), _g0.data_ptr(), _g1.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), _g1.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -230,7 +230,7 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       , decltype(&cpu::DEFAULT::scale_rows_backward_kernel){}
 #endif
       );
-      _kernel[_iter.common_dtype()](_iter, offset.toDouble(), power);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, offset.toDouble(), power);
     }
   }
   return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), scale__shape)));

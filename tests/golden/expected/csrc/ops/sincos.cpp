@@ -76,7 +76,7 @@ void sincos_compute(const at::Tensor& x, double scale, const at::Tensor& _sin, c
       , decltype(&cpu::DEFAULT::sincos_contiguous){}
 #endif
       );
-    _contiguous[_sin.scalar_type()](_sin.scalar_type(), _sin.numel(), _sin.data_ptr(), _cos.data_ptr(), x.const_data_ptr(), scale);
+    _contiguous.for_data(_sin.scalar_type(), _sin.numel())(_sin.scalar_type(), _sin.numel(), _sin.data_ptr(), _cos.data_ptr(), x.const_data_ptr(), scale);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -106,7 +106,7 @@ void sincos_compute(const at::Tensor& x, double scale, const at::Tensor& _sin, c
       , decltype(&cpu::DEFAULT::sincos_kernel){}
 #endif
       );
-  _kernel[_iter.common_dtype()](_iter, scale);
+  _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, scale);
 }
 
 }  // namespace
@@ -161,7 +161,7 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
       , decltype(&cpu::DEFAULT::sincos_backward_contiguous){}
 #endif
       );
-    _contiguous[_dtype](_dtype, grad_sin.numel(), _g0.data_ptr(), grad_sin.const_data_ptr(), grad_cos.const_data_ptr(), x.const_data_ptr(), scale);
+    _contiguous.for_data(_dtype, grad_sin.numel())(_dtype, grad_sin.numel(), _g0.data_ptr(), grad_sin.const_data_ptr(), grad_cos.const_data_ptr(), x.const_data_ptr(), scale);
   } else if (grad_sin.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -188,7 +188,7 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
       , decltype(&cpu::DEFAULT::sincos_backward_kernel){}
 #endif
       );
-      _kernel[_iter.common_dtype()](_iter, scale);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, scale);
     }
   }
   return at::sum_to(_g0, opgen::reduced_shape(grad_sin.sym_sizes(), x__shape));
