@@ -90,7 +90,7 @@ def test_powers_use_multiplication():
 
 def test_per_element_conditions_use_where():
     code = cpp_expr.kernel_code(E.parse_expr("where(x > 0, x, 0)"), SCOPE, ["x", "y"])
-    assert code.body == "opgen::where((x > _t(0.0)), x, _t(0.0))"
+    assert code.body == "opgen::where(opgen::gt(x, _t(0.0)), x, _t(0.0))"
 
 
 def test_extrema_against_per_call_numbers_use_the_one_instruction_form():

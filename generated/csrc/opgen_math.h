@@ -21,6 +21,88 @@ inline namespace CPU_CAPABILITY {
 template <typename T>
 using Vec = at::vec::Vectorized<T>;
 
+// at::vec's generic Vectorized, which the DEFAULT capability compiles to on x86, compares, selects
+// and takes extrema lane by lane with a branch per lane; on data of mixed sign the branches
+// mispredict (relu ran 4x slower than ATen's DEFAULT relu, whose bound is not a constant GCC
+// can branch on). Under DEFAULT the lanes go through integer bit masks instead, which GCC turns
+// into SSE2 compares, ands and ors. Other capabilities use at::vec's one-instruction forms.
+#if defined(CPU_CAPABILITY_DEFAULT) && !defined(__ARM_NEON)
+#define OPGEN_GENERIC_VEC 1
+#else
+#define OPGEN_GENERIC_VEC 0
+#endif
+
+namespace lanes {
+
+template <typename T>
+using bits_t = at::vec::int_same_size_t<T>;
+
+// Every bit set in the lanes where pred(a, b), none elsewhere: the form at::vec's comparisons return.
+template <typename T, typename Pred>
+inline Vec<T> mask(const Vec<T>& a, const Vec<T>& b, Pred pred) {
+  constexpr int n = Vec<T>::size();
+  __at_align__ T va[n];
+  __at_align__ T vb[n];
+  __at_align__ bits_t<T> m[n];
+  a.store(va);
+  b.store(vb);
+  for (int i = 0; i < n; ++i) {
+    m[i] = -static_cast<bits_t<T>>(pred(va[i], vb[i]));
+  }
+  return Vec<T>::loadu(m);
+}
+
+// `a` in the lanes `m` sets, `b` elsewhere.
+template <typename T>
+inline Vec<T> select(const Vec<T>& m, const Vec<T>& a, const Vec<T>& b) {
+  constexpr int n = Vec<T>::size();
+  __at_align__ bits_t<T> vm[n];
+  __at_align__ bits_t<T> va[n];
+  __at_align__ bits_t<T> vb[n];
+  m.store(vm);
+  a.store(va);
+  b.store(vb);
+  for (int i = 0; i < n; ++i) {
+    va[i] = (va[i] & vm[i]) | (vb[i] & ~vm[i]);
+  }
+  return Vec<T>::loadu(va);
+}
+
+}  // namespace lanes
+
+// The expression language's comparisons: a bool for numbers, a lane mask for vectors.
+#if OPGEN_GENERIC_VEC
+#define OPGEN_COMPARE(name, op)                                                     \
+  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>       \
+  inline bool name(T a, T b) { return a op b; }                                     \
+  template <typename T>                                                             \
+  inline Vec<T> name(const Vec<T>& a, const Vec<T>& b) { return lanes::mask(a, b, [](T x, T y) { return x op y; }); }
+#else
+#define OPGEN_COMPARE(name, op)                                                     \
+  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>       \
+  inline bool name(T a, T b) { return a op b; }                                     \
+  template <typename T>                                                             \
+  inline Vec<T> name(const Vec<T>& a, const Vec<T>& b) { return a op b; }
+#endif
+OPGEN_COMPARE(lt, <)
+OPGEN_COMPARE(le, <=)
+OPGEN_COMPARE(gt, >)
+OPGEN_COMPARE(ge, >=)
+OPGEN_COMPARE(eq, ==)
+OPGEN_COMPARE(ne, !=)
+#undef OPGEN_COMPARE
+
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+inline T where(bool c, T a, T b) { return c ? a : b; }
+template <typename T>
+inline Vec<T> where(const Vec<T>& mask, const Vec<T>& a, const Vec<T>& b) {
+#if OPGEN_GENERIC_VEC
+  return lanes::select(mask, a, b);
+#else
+  return Vec<T>::blendv(b, a, mask);
+#endif
+}
+
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T neg(T x) { return -x; }
 template <typename T>
@@ -68,7 +150,7 @@ inline Vec<T> tanh(const Vec<T>& x) {
     // 1 - 2 / (exp(2|x|) + 1) >= 0.57 here, so the subtraction loses nothing
     const Vec<float> one(1.0f);
     const Vec<float> far = one - Vec<float>(2.0f) / ((a + a).exp() + one);
-    const Vec<float> r = Vec<float>::blendv(far, near_zero, a < Vec<float>(0.625f));
+    const Vec<float> r = where(lt(a, Vec<float>(0.625f)), near_zero, far);
     return r | (x & Vec<float>(-0.0f));  // x's sign, -0 included; NaN took the far branch
   } else {
     return x.tanh();
@@ -79,11 +161,23 @@ inline Vec<T> tanh(const Vec<T>& x) {
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T minimum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 template <typename T>
-inline Vec<T> minimum(const Vec<T>& a, const Vec<T>& b) { return at::vec::minimum(a, b); }
+inline Vec<T> minimum(const Vec<T>& a, const Vec<T>& b) {
+#if OPGEN_GENERIC_VEC
+  return lanes::select(lanes::mask(a, b, [](T x, T y) { return (x < y) | (x != x); }), a, b);
+#else
+  return at::vec::minimum(a, b);
+#endif
+}
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T maximum(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 template <typename T>
-inline Vec<T> maximum(const Vec<T>& a, const Vec<T>& b) { return at::vec::maximum(a, b); }
+inline Vec<T> maximum(const Vec<T>& a, const Vec<T>& b) {
+#if OPGEN_GENERIC_VEC
+  return lanes::select(lanes::mask(a, b, [](T x, T y) { return (x > y) | (x != x); }), a, b);
+#else
+  return at::vec::maximum(a, b);
+#endif
+}
 
 template <typename T>
 inline auto clamp(const T& x, const T& lo, const T& hi) { return minimum(maximum(x, lo), hi); }
@@ -95,11 +189,23 @@ inline auto clamp(const T& x, const T& lo, const T& hi) { return minimum(maximum
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T maximum_uniform(T a, T bound) { return a < bound ? bound : a; }
 template <typename T>
-inline Vec<T> maximum_uniform(const Vec<T>& a, const Vec<T>& bound) { return at::vec::clamp_min(a, bound); }
+inline Vec<T> maximum_uniform(const Vec<T>& a, const Vec<T>& bound) {
+#if OPGEN_GENERIC_VEC
+  return lanes::select(lt(a, bound), bound, a);
+#else
+  return at::vec::clamp_min(a, bound);
+#endif
+}
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T minimum_uniform(T a, T bound) { return a > bound ? bound : a; }
 template <typename T>
-inline Vec<T> minimum_uniform(const Vec<T>& a, const Vec<T>& bound) { return at::vec::clamp_max(a, bound); }
+inline Vec<T> minimum_uniform(const Vec<T>& a, const Vec<T>& bound) {
+#if OPGEN_GENERIC_VEC
+  return lanes::select(gt(a, bound), bound, a);
+#else
+  return at::vec::clamp_max(a, bound);
+#endif
+}
 template <typename T>
 inline auto clamp_uniform(const T& x, const T& lo, const T& hi) { return minimum_uniform(maximum_uniform(x, lo), hi); }
 
@@ -107,11 +213,6 @@ template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T pow(T a, T b) { return std::pow(a, b); }
 template <typename T>
 inline Vec<T> pow(const Vec<T>& a, const Vec<T>& b) { return a.pow(b); }
-
-template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
-inline T where(bool c, T a, T b) { return c ? a : b; }
-template <typename T>
-inline Vec<T> where(const Vec<T>& mask, const Vec<T>& a, const Vec<T>& b) { return Vec<T>::blendv(b, a, mask); }
 
 // A comparison's vector result (each lane all ones or all zeros) stored as bools, the output of
 // a condition kernel. GCC turns the loop into a compare and a narrowing store with AVX-512 and
@@ -439,7 +540,7 @@ int64_t first_index_of(const scalar_t* x, int64_t n, acc_t target, const MapS& m
     constexpr int all_lanes = static_cast<int>((uint64_t{1} << AVec::size()) - 1);
     for (; i + AVec::size() <= n; i += AVec::size()) {
       const AVec v = map_v(AVec::loadu(x + i));
-      const AVec hit = nan ? v.isnan() : (v == t);  // all bits set where found, 0.0 elsewhere
+      const AVec hit = nan ? ne(v, v) : eq(v, t);  // all bits set where found, 0.0 elsewhere
       const int found = ~hit.zero_mask() & all_lanes;
       if (found != 0) {
         return i + __builtin_ctz(static_cast<unsigned>(found));

@@ -41,6 +41,9 @@ class KernelCode:
 # clamp_min / clamp_max, one instruction where a NaN-propagating minimum / maximum of two vectors
 # takes four (compare, mask, min or max, or). NaN in the element still propagates.
 _EXTREMA = {"maximum": "maximum_uniform", "minimum": "minimum_uniform", "clamp": "clamp_uniform"}
+# Element comparisons call opgen's functions, not the operators: on vectors of the DEFAULT
+# capability those avoid at::vec's branch per lane (opgen_math.h).
+_COMPARISONS = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 
 
 class _KernelPrinter:
@@ -77,7 +80,7 @@ class _KernelPrinter:
                 return self.power(e)
             return f"({self.element(e.lhs)} {e.op} {self.element(e.rhs)})"
         if isinstance(e, E.Compare):
-            return f"({self.element(e.lhs)} {e.op} {self.element(e.rhs)})"
+            return f"opgen::{_COMPARISONS[e.op]}({self.element(e.lhs)}, {self.element(e.rhs)})"
         if isinstance(e, E.Call):
             if e.fn == "where" and E.typecheck(e.args[0], self.scope, self.kinds) == E.BOOL:
                 c, a, b = (self.element(x) for x in e.args)

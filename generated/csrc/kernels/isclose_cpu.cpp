@@ -23,7 +23,7 @@ void isclose_contiguous_chunk(int64_t _begin, int64_t _end, bool* _out, const sc
   [[maybe_unused]] const _fvec _u1v(_u1);
   auto _f0 = [=]([[maybe_unused]] auto a, [[maybe_unused]] auto b, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
     using _t = decltype(a);
-    return (opgen::abs((a - b)) <= (_u0 + (_u1 * opgen::abs(b))));
+    return opgen::le(opgen::abs((a - b)), (_u0 + (_u1 * opgen::abs(b))));
   };
 
   int64_t _i = _begin;
@@ -87,7 +87,7 @@ void isclose_loop(at::TensorIteratorBase& _iter, double rtol, double atol) {
   [[maybe_unused]] const _fvec _u1v(_u1);
   auto _f0 = [=]([[maybe_unused]] auto a, [[maybe_unused]] auto b, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
     using _t = decltype(a);
-    return (opgen::abs((a - b)) <= (_u0 + (_u1 * opgen::abs(b))));
+    return opgen::le(opgen::abs((a - b)), (_u0 + (_u1 * opgen::abs(b))));
   };
 
   // A condition: the vector lambda yields masks, which cpu_kernel_vec cannot store as bools. Rows

@@ -103,7 +103,7 @@ void relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out
   using _fvec = at::vec::Vectorized<opmath_t>;
   auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x) {
     using _t = decltype(grad);
-    return opgen::where((x > _t(0.0)), grad, _t(0.0));
+    return opgen::where(opgen::gt(x, _t(0.0)), grad, _t(0.0));
   };
 
   int64_t _i = _begin;
@@ -162,7 +162,7 @@ void relu_backward_loop(at::TensorIteratorBase& _iter) {
   using _fvec = at::vec::Vectorized<opmath_t>;
   auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x) {
     using _t = decltype(grad);
-    return opgen::where((x > _t(0.0)), grad, _t(0.0));
+    return opgen::where(opgen::gt(x, _t(0.0)), grad, _t(0.0));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {

@@ -26,7 +26,7 @@ void relu_backward_loop(at::TensorIteratorBase& _iter) {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t grad = static_cast<opmath_t>(_grad_in);
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
-    return static_cast<scalar_t>(opgen::where((x > _t(0.0)), grad, _t(0.0)));
+    return static_cast<scalar_t>(opgen::where(opgen::gt(x, _t(0.0)), grad, _t(0.0)));
   });
 }
 

@@ -66,6 +66,20 @@ C10_HOST_DEVICE inline T pow(T a, T b) { return std::pow(a, b); }
 template <typename T, if_float<T> = 0>
 C10_HOST_DEVICE inline T where(bool c, T a, T b) { return c ? a : b; }
 
+// The expression language's comparisons (opgen_math.h has them for vectors too).
+template <typename T>
+C10_HOST_DEVICE inline bool lt(T a, T b) { return a < b; }
+template <typename T>
+C10_HOST_DEVICE inline bool le(T a, T b) { return a <= b; }
+template <typename T>
+C10_HOST_DEVICE inline bool gt(T a, T b) { return a > b; }
+template <typename T>
+C10_HOST_DEVICE inline bool ge(T a, T b) { return a >= b; }
+template <typename T>
+C10_HOST_DEVICE inline bool eq(T a, T b) { return a == b; }
+template <typename T>
+C10_HOST_DEVICE inline bool ne(T a, T b) { return a != b; }
+
 }  // namespace opgen
 
 #endif  // OPGEN_MATH_CUDA_CUH_

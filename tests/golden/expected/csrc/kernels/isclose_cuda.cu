@@ -18,7 +18,7 @@ void isclose_loop(at::TensorIteratorBase& _iter, double rtol, double atol) {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t a = static_cast<opmath_t>(_a_in);
     [[maybe_unused]] const opmath_t b = static_cast<opmath_t>(_b_in);
-    return static_cast<bool>((opgen::abs((a - b)) <= (_u0 + (_u1 * opgen::abs(b)))));
+    return static_cast<bool>(opgen::le(opgen::abs((a - b)), (_u0 + (_u1 * opgen::abs(b)))));
   });
 }
 
