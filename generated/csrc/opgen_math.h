@@ -214,6 +214,29 @@ inline T pow(T a, T b) { return std::pow(a, b); }
 template <typename T>
 inline Vec<T> pow(const Vec<T>& a, const Vec<T>& b) { return a.pow(b); }
 
+// The lanes a comparison's vector result sets, one bit each, lane 0 the lowest. Generic vectors
+// first OR the lanes together (SSE2 ors), as a mask is mostly empty where this is asked.
+template <typename T>
+inline int set_lanes(const Vec<T>& mask) {
+#if OPGEN_GENERIC_VEC
+  __at_align__ lanes::bits_t<T> m[Vec<T>::size()];
+  mask.store(m);
+  lanes::bits_t<T> any = 0;
+  for (int k = 0; k < Vec<T>::size(); ++k) {
+    any |= m[k];
+  }
+  int bits = 0;
+  if (any != 0) {
+    for (int k = 0; k < Vec<T>::size(); ++k) {
+      bits |= static_cast<int>(m[k] != 0) << k;
+    }
+  }
+  return bits;
+#else
+  return ~mask.zero_mask() & static_cast<int>((uint64_t{1} << Vec<T>::size()) - 1);
+#endif
+}
+
 // A comparison's vector result (each lane all ones or all zeros) stored as bools, the output of
 // a condition kernel. GCC turns the loop into a compare and a narrowing store with AVX-512 and
 // into a short sequence elsewhere; AVX2 floats take the packs below (GCC's is 40 instructions).
@@ -537,11 +560,9 @@ int64_t first_index_of(const scalar_t* x, int64_t n, acc_t target, const MapS& m
   if constexpr (std::is_same_v<scalar_t, acc_t>) {
     using AVec = Vec<acc_t>;
     const AVec t(target);
-    constexpr int all_lanes = static_cast<int>((uint64_t{1} << AVec::size()) - 1);
     for (; i + AVec::size() <= n; i += AVec::size()) {
       const AVec v = map_v(AVec::loadu(x + i));
-      const AVec hit = nan ? ne(v, v) : eq(v, t);  // all bits set where found, 0.0 elsewhere
-      const int found = ~hit.zero_mask() & all_lanes;
+      const int found = set_lanes(nan ? ne(v, v) : eq(v, t));
       if (found != 0) {
         return i + __builtin_ctz(static_cast<unsigned>(found));
       }

@@ -451,7 +451,7 @@ constexpr int64_t kInCacheBytes = int64_t{1} << 20;
 template <typename F>
 struct CpuKernel {
   F best;    // the widest variant this process may run
-  F narrow;  // the variant float32 / float64 data that fits in cache take
+  F narrow;  // the variant data that fits in cache takes, but bfloat16 / float16 (their conversions are the work)
   F for_data(at::ScalarType dtype, int64_t numel) const {
     const bool wide = at::isReducedFloatingType(dtype) || numel * int64_t(c10::elementSize(dtype)) > kInCacheBytes;
     return wide ? best : narrow;
