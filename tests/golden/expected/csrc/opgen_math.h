@@ -72,18 +72,15 @@ inline Vec<T> select(const Vec<T>& m, const Vec<T>& a, const Vec<T>& b) {
 
 // The expression language's comparisons: a bool for numbers, a lane mask for vectors.
 #if OPGEN_GENERIC_VEC
-#define OPGEN_COMPARE(name, op)                                                     \
-  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>       \
-  inline bool name(T a, T b) { return a op b; }                                     \
-  template <typename T>                                                             \
-  inline Vec<T> name(const Vec<T>& a, const Vec<T>& b) { return lanes::mask(a, b, [](T x, T y) { return x op y; }); }
+#define OPGEN_VEC_COMPARE(op) lanes::mask(a, b, [](T x, T y) { return x op y; })
 #else
-#define OPGEN_COMPARE(name, op)                                                     \
-  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>       \
-  inline bool name(T a, T b) { return a op b; }                                     \
-  template <typename T>                                                             \
-  inline Vec<T> name(const Vec<T>& a, const Vec<T>& b) { return a op b; }
+#define OPGEN_VEC_COMPARE(op) a op b
 #endif
+#define OPGEN_COMPARE(name, op)                                                 \
+  template <typename T, std::enable_if_t<std::is_arithmetic_v<T>, int> = 0>   \
+  inline bool name(T a, T b) { return a op b; }                                 \
+  template <typename T>                                                         \
+  inline Vec<T> name(const Vec<T>& a, const Vec<T>& b) { return OPGEN_VEC_COMPARE(op); }
 OPGEN_COMPARE(lt, <)
 OPGEN_COMPARE(le, <=)
 OPGEN_COMPARE(gt, >)
@@ -91,6 +88,7 @@ OPGEN_COMPARE(ge, >=)
 OPGEN_COMPARE(eq, ==)
 OPGEN_COMPARE(ne, !=)
 #undef OPGEN_COMPARE
+#undef OPGEN_VEC_COMPARE
 
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T where(bool c, T a, T b) { return c ? a : b; }
