@@ -23,6 +23,11 @@ from .yaml_source import SpecSource
 
 TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "kernel", "gradient", "variants", "reference", "test")
 VARIANTS = ("out", "inplace")
+# Argument names torch.compile cannot pass to a mutating custom op (torch 2.13): its
+# auto_functionalized hands every argument over by keyword to functions whose own first
+# parameter has that name ("got multiple values for argument 'mode'").
+MUTATION_RESERVED = ("dispatch_key", "mode")
+VARIANT_NAMES = {"out": "out=", "inplace": "in-place"}
 KERNEL_KEYS = ("pointwise", "reduce", "cpu", "cuda")
 CUSTOM_KERNEL_SUFFIXES = {"cpu": (".cpp", ".cc"), "cuda": (".cu",)}
 REDUCE_KEYS = ("map", "combine", "identity", "post")
@@ -819,6 +824,19 @@ class _SpecParser:
         return names
 
     def variants(self, kernel: Kernel, shape: ShapeRule) -> tuple[str, ...]:
+        variants = self.listed_variants(kernel)
+        for a in self.schema.arguments:
+            if variants and a.name in MUTATION_RESERVED:
+                text = self.d["signature"]
+                col = re.compile(rf"\b{a.name}\b").search(text, a.col).start()
+                fix = "drop the variant" if "variants" in self.d else "add `variants: []` for no out= overload"
+                raise SpecError(self.src.inner_location(("signature",), col),
+                                f"argument name '{a.name}' breaks torch.compile of the {' and '.join(VARIANT_NAMES[v] for v in variants)} overload "
+                                f"(torch's auto_functionalized passes arguments by name next to a '{a.name}' parameter "
+                                f"of its own); rename it, e.g. '{self.schema.name}_{a.name}', or {fix}")
+        return variants
+
+    def listed_variants(self, kernel: Kernel) -> tuple[str, ...]:
         default = ("out",) if len(self.schema.returns) == 1 else ()
         if "variants" not in self.d:
             return default

@@ -694,3 +694,17 @@ def test_out_variant_opcheck(op, built_ops):
     overload = getattr(built_ops, op.name)
     _, _, args, kwargs, expected = _out_case(op, overload.default)
     torch.library.opcheck(overload.out, args, {**kwargs, "out": torch.empty_like(expected)})
+
+
+def test_inplace_variant_opcheck(op, built_ops):
+    """`<op>_` through opcheck: its schema, FakeTensor, and torch.compile's functionalization of
+    a mutation (auto_functionalized), which the eager in-place tests never reach."""
+    if "inplace" not in op.variants:
+        pytest.skip(f"{op.name} has no in-place variant (variants: {list(op.variants)})")
+    attrs = testing.attribute_sets(op)[0]
+    dtype = DTYPES[_float_dtype(op)]
+    args, kwargs = _call_args(op, _sample(op, dtype=dtype), attrs)
+    shape = tuple(getattr(built_ops, op.name).default(*args, **kwargs).shape)
+    # every input of the result's shape, so the first argument can hold it
+    args, kwargs = _call_args(op, _sample(op, [shape] * len(op.tensor_inputs), dtype), attrs)
+    torch.library.opcheck(getattr(built_ops, f"{op.name}_").default, args, kwargs)

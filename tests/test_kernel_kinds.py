@@ -181,6 +181,30 @@ def test_bool_output_and_variants():
     assert "'out' is listed twice" in error(relu.replace("[inplace, out]", "[out, out]"), "relu").message
 
 
+@pytest.mark.parametrize("name", ["mode", "dispatch_key"])
+def test_names_torch_compile_cannot_pass_to_a_mutating_overload(name):
+    """torch.compile functionalizes out= and in-place overloads through auto_functionalized, which
+    takes every argument by keyword beside a parameter of its own called `mode` (or
+    `dispatch_key`): such an op builds, but fails opcheck and torch.compile. The spec says so."""
+    scale = f"""\
+    signature: scale(Tensor x, *, float {name}=1.0) -> Tensor
+    dtypes: [floating]
+    shape: same(x)
+    kernel:
+      pointwise: x * {name}
+    """
+    e = error(scale, "scale")  # out= by default
+    assert (e.location.line, e.location.col) == (1, 37), str(e)  # at the name
+    assert f"argument name '{name}' breaks torch.compile of the out= overload" in e.message
+    assert f"rename it, e.g. 'scale_{name}', or add `variants: []` for no out= overload" in e.message
+    e = error(scale + "variants: [inplace]\n", "scale")
+    assert f"'{name}' breaks torch.compile of the in-place overload" in e.message and "or drop the variant" in e.message
+    op = parse(scale + "variants: []\n", "scale")  # the functional op alone compiles fine
+    assert op.variants == () and op.schema.arguments[1].name == name
+    round_trips(op)
+    assert parse(scale.replace(f"{name}=", "ctx=").replace(f"* {name}", "* ctx"), "scale").variants == ("out",)
+
+
 NORM = """\
 signature: norm(Tensor x, *, float eps=1e-5) -> (Tensor y, Tensor mean, Tensor rstd)
 dtypes: [floating]
