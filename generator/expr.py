@@ -7,6 +7,7 @@ dataclasses, type-checked against the op's arguments, and printed back by each b
 from __future__ import annotations
 
 import ast
+import dataclasses
 import warnings
 from dataclasses import dataclass, field
 from typing import Union
@@ -384,6 +385,20 @@ def reads_tensors(e: Expr, scope: Scope, memo: dict[int, bool]) -> bool:
             found = any(reads_tensors(child, scope, memo) for child in _CHILDREN[type(e)](e))
         memo[id(e)] = found
     return found
+
+
+def rename(e: Expr, names: dict[str, str]) -> Expr:
+    """``e`` with the given names replaced by others, nothing else changed."""
+    if type(e) is Name:
+        return Name(names[e.id], e.col) if e.id in names else e
+    changes = {}
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, tuple):
+            changes[f.name] = tuple(rename(x, names) for x in v)
+        elif dataclasses.is_dataclass(v):
+            changes[f.name] = rename(v, names)
+    return dataclasses.replace(e, **changes)
 
 
 def names_in(e: Expr) -> set[str]:

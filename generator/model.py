@@ -28,6 +28,10 @@ VARIANTS = ("out", "inplace")
 # parameter has that name ("got multiple values for argument 'mode'").
 MUTATION_RESERVED = ("dispatch_key", "mode")
 VARIANT_NAMES = {"out": "out=", "inplace": "in-place"}
+MAX_SCHEMA_ARGUMENTS = 64  # c10's dispatcher (DispatchKeyExtractor's bitset)
+# Names an expression adds to the op's arguments (besides its outputs' names), and what they mean.
+EXPRESSION_NAMES = {"acc": "the combined value", "count": "the number of elements reduced into each output element"}
+
 KERNEL_KEYS = ("pointwise", "reduce", "cpu", "cuda")
 CUSTOM_KERNEL_SUFFIXES = {"cpu": (".cpp", ".cc"), "cuda": (".cu",)}
 REDUCE_KEYS = ("map", "combine", "identity", "post")
@@ -337,6 +341,7 @@ class _SpecParser:
         reference = self.reference()
         test = self.test()
         variants = self.variants(kernel, shape)
+        self.check_argument_count(kernel, gradient, variants)
         if output_shapes and not isinstance(kernel, CustomKernel):
             raise self.err(("shape",), "one shape rule per output is for hand-written kernels; a pointwise op's outputs share "
                                        "one shape, e.g. shape: broadcast(a, b)")
@@ -417,8 +422,17 @@ class _SpecParser:
     def scope(self, *, elementwise: bool, what: str, extra: dict[str, str] | None = None) -> E.Scope:
         names = {a.name: "unusable" if a.type.optional or a.type.is_list else E.TENSOR for a in self.schema.tensor_inputs}
         names.update({a.name: attribute_kind(a) for a in self.schema.attributes})
+        for name in extra or {}:
+            if name in names:
+                raise self.argument_error(self.schema.argument(name), f"argument name '{name}' is taken: in the {what} it names "
+                                                                      f"{EXPRESSION_NAMES.get(name, 'an output')}; rename the argument")
         names.update(extra or {})
         return E.Scope(names, elementwise, what)
+
+    def argument_error(self, a: Argument, message: str) -> SpecError:
+        """An error located at the argument's name in the signature."""
+        col = re.compile(rf"\b{a.name}\b").search(self.d["signature"], a.col).start()
+        return SpecError(self.src.inner_location(("signature",), col), message)
 
     def expression(self, path: tuple, scope: E.Scope) -> tuple[E.Expr, str]:
         text = self.get(path)
@@ -643,6 +657,9 @@ class _SpecParser:
             raise self.err(("signature",), "a hand-written kernel returns 'Tensor' or named tensors, e.g. -> (Tensor y, Tensor rstd)")
         if len(self.schema.returns) > 1:
             self.check_output_names()
+        elif (a := self.schema.argument("out")) is not None:
+            raise self.argument_error(a, f"argument name 'out' is the hand-written kernel's output parameter "
+                                         f"(void {self.schema.name}_cpu(const at::Tensor& out, ...)); rename it")
         plain = [a.name for a in self.schema.tensor_inputs if not (a.type.optional or a.type.is_list)]
         lists = [a.name for a in self.schema.tensor_inputs if a.type.is_list]
         same_list = shape.kind == "same" and shape.tensors[0] in lists
@@ -825,16 +842,35 @@ class _SpecParser:
 
     def variants(self, kernel: Kernel, shape: ShapeRule) -> tuple[str, ...]:
         variants = self.listed_variants(kernel)
+        fix = "drop the variant" if "variants" in self.d else "add `variants: []` for no out= overload"
         for a in self.schema.arguments:
-            if variants and a.name in MUTATION_RESERVED:
-                text = self.d["signature"]
-                col = re.compile(rf"\b{a.name}\b").search(text, a.col).start()
-                fix = "drop the variant" if "variants" in self.d else "add `variants: []` for no out= overload"
-                raise SpecError(self.src.inner_location(("signature",), col),
-                                f"argument name '{a.name}' breaks torch.compile of the {' and '.join(VARIANT_NAMES[v] for v in variants)} overload "
-                                f"(torch's auto_functionalized passes arguments by name next to a '{a.name}' parameter "
-                                f"of its own); rename it, e.g. '{self.schema.name}_{a.name}', or {fix}")
+            if "out" in variants and a.name == "out":
+                problem = "is the out= overload's own output argument"
+            elif variants and a.name in MUTATION_RESERVED:
+                problem = (f"breaks torch.compile of the {' and '.join(VARIANT_NAMES[v] for v in variants)} overload "
+                           f"(torch's auto_functionalized passes arguments by name next to a '{a.name}' parameter of its own)")
+            else:
+                continue
+            raise self.argument_error(a, f"argument name '{a.name}' {problem}; rename it, e.g. '{self.schema.name}_{a.name}', or {fix}")
         return variants
+
+    def check_argument_count(self, kernel: Kernel, gradient: Gradient | None, variants: tuple[str, ...]) -> None:
+        """Every schema the op registers fits c10's dispatcher, which aborts the process loading a
+        library with a schema of more than 64 arguments."""
+        args, tensors, outputs = len(self.schema.arguments), len(self.schema.tensor_inputs), len(self.schema.returns)
+        schemas = [("the op", args), ("its out= overload", args + 1 if "out" in variants else 0)]
+        if gradient is not None and isinstance(kernel, PointwiseKernel):
+            # each output's gradient, the saved inputs and outputs, the attributes, each input's shape
+            schemas.append(("its backward op", 2 * outputs + 2 * tensors + (args - tensors)))
+        if gradient is not None and gradient.kernel is not None:
+            # each output's gradient, the arguments, the outputs, which gradients to compute
+            schemas.append(("its backward op", 2 * outputs + args + 1))
+        what, most = max(schemas, key=lambda s: s[1])
+        if most > MAX_SCHEMA_ARGUMENTS:
+            count = f"{args} arguments" + ("" if what == "the op" else f", which gives {what} up to {most}")
+            raise self.err(("signature",), f"{self.schema.name} has {count}: more than the {MAX_SCHEMA_ARGUMENTS} PyTorch's "
+                                           "dispatcher allows in one schema (a library with such a schema aborts when it "
+                                           "loads); pass fewer arguments")
 
     def listed_variants(self, kernel: Kernel) -> tuple[str, ...]:
         default = ("out",) if len(self.schema.returns) == 1 else ()

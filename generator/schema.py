@@ -27,6 +27,7 @@ CPP_RESERVED = frozenset(
     protected public register reinterpret_cast requires return short signed sizeof static static_assert
     static_cast struct switch template this thread_local throw true try typedef typeid typename union
     unsigned using virtual void volatile wchar_t while xor xor_eq
+    int8_t int16_t int32_t int64_t uint8_t uint16_t uint32_t uint64_t size_t ptrdiff_t intptr_t uintptr_t
     at c10 std torch opgen result grad scalar_t opmath_t""".split()
 )
 IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_]*\Z")

@@ -93,12 +93,30 @@ def test_max_with_indices():
     ("dtypes: [floating]", "dtypes: [int64]", 2, 9, "reductions accumulate in floating point"),
     ("  x: 2 * x * grad", "  x: 2 * x * grad * count * y", 7, 29, "unknown name 'y' in gradient formula"),
     ("-> Tensor", "-> (Tensor a, Tensor b)", 5, 33, "only max and min return indices"),
+    # names the expressions add must not hide an argument of the same name
+    ("bool keepdim=False)", "bool keepdim=False, float acc=1.0)", 1, 72,
+     "argument name 'acc' is taken: in the post expression it names the combined value; rename the argument"),
+    ("bool keepdim=False)", "bool keepdim=False, float count=1.0)", 1, 72,
+     "argument name 'count' is taken: in the gradient formula it names the number of elements reduced into each output"),
 ])
 def test_reduction_errors(old, new, line, col, message):
     assert old in SUM_SQUARES
-    e = error(SUM_SQUARES.replace(old, new), "sum_squares")
+    text = SUM_SQUARES.replace(old, new)
+    if "acc" in new:
+        text = text.replace("combine: sum}", "combine: sum, post: sqrt(acc)}")
+    e = error(text, "sum_squares")
     assert message in e.message, e.message
     assert (e.location.line, e.location.col) == (line, col), str(e)
+
+
+def test_reduction_attributes_may_share_the_accumulators_names_where_no_expression_uses_them():
+    """A custom combine sees only its accumulators a and b, so attributes called a, b (or acc,
+    without a post expression; count, without a gradient) are the map's."""
+    text = SUM_SQUARES.replace("bool keepdim=False)", "bool keepdim=False, *, float a=1.0, float b=0.0, float acc=2.0)")
+    text = text.replace("{map: x * x, combine: sum}", "{map: a * x * x + b + acc, combine: 'maximum(a, b)', identity: 0}")
+    op = parse(text.replace("gradient:\n  x: 2 * x * grad\n", ""), "sum_squares")
+    assert [a.name for a in op.schema.attributes][-3:] == ["a", "b", "acc"]
+    round_trips(op)
 
 
 def test_reduction_auto_gradient_is_limited_to_derivable_combines():
@@ -134,6 +152,8 @@ def test_handwritten_kernel_parses_and_round_trips():
     ("  x: grad.mm(w)", "  y: grad", "'y' is not a tensor input; gradients are for: x, w, bias"),
     ("shape: [x.size(0), w.size(0)]", "shape: same(bias)", "the shape rule can use plain 'Tensor' inputs"),
     ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' is not a tensor"),
+    ("Tensor? bias=None)", "Tensor? bias=None, float out=1.0)",
+     "argument name 'out' is the hand-written kernel's output parameter (void linear_cpu(const at::Tensor& out, ...)); rename it"),
 ])
 def test_handwritten_errors(old, new, message):
     assert old in LINEAR
@@ -203,6 +223,22 @@ def test_names_torch_compile_cannot_pass_to_a_mutating_overload(name):
     assert op.variants == () and op.schema.arguments[1].name == name
     round_trips(op)
     assert parse(scale.replace(f"{name}=", "ctx=").replace(f"* {name}", "* ctx"), "scale").variants == ("out",)
+
+
+def test_an_argument_named_out_needs_no_out_overload():
+    scale = """\
+    signature: scale(Tensor x, *, float out=1.0) -> Tensor
+    dtypes: [floating]
+    shape: same(x)
+    kernel:
+      pointwise: x * out
+    """
+    e = error(scale, "scale")
+    assert (e.location.line, e.location.col) == (1, 37), str(e)
+    assert e.message == ("argument name 'out' is the out= overload's own output argument; rename it, e.g. 'scale_out', "
+                         "or add `variants: []` for no out= overload")
+    assert "or drop the variant" in error(scale + "variants: [out, inplace]\n", "scale").message
+    assert parse(scale + "variants: [inplace]\n", "scale").variants == ("inplace",)
 
 
 NORM = """\
@@ -343,3 +379,30 @@ def test_shipped_pointwise_kernels_that_wait_on_memory_keep_float32_off_avx512()
             pick = text[text.index(f"&cpu::DEFAULT::{kernel.name}_contiguous"):]
             pick = pick[:pick.index(";")]
             assert pick.endswith("/*avx512_in_cache=*/false)") is kernel.memory_bound, (name, kernel.name)
+
+
+def _scale(attributes: int, *, gradient: bool = False, variants: str | None = None) -> str:
+    """An op `scale` with `attributes` float attributes."""
+    attrs = ", ".join(f"float w{i}=1.0" for i in range(attributes))
+    lines = [f'signature: "scale(Tensor x, *, {attrs}) -> Tensor"', "dtypes: [floating]", "shape: same(x)",
+             "kernel:", "  pointwise: x * w0"]
+    lines += ["gradient:", "  x: grad * w0"] if gradient else []
+    lines += [f"variants: {variants}"] if variants is not None else []
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("attributes, gradient, variants, message", [
+    (64, False, "[]", "scale has 65 arguments: more than the 64 PyTorch's dispatcher allows in one schema"),
+    (63, False, None, "scale has 64 arguments, which gives its out= overload up to 65: more than the 64"),
+    (61, True, "[]", "scale has 62 arguments, which gives its backward op up to 65: more than the 64"),
+])
+def test_schemas_stay_within_the_dispatchers_64_arguments(attributes, gradient, variants, message):
+    """c10 aborts the process that loads a library with a schema of more than 64 arguments, so
+    the spec says so first, counting the overloads and the backward op the op brings."""
+    e = error(_scale(attributes, gradient=gradient, variants=variants), "scale")
+    assert message in e.message, e.message
+    assert e.message.endswith("(a library with such a schema aborts when it loads); pass fewer arguments")
+    assert (e.location.line, e.location.col) == (1, 13), str(e)  # the signature
+    # one argument fewer fits: the backward's gradient, saved input and shape, and the attributes make 64
+    fits = parse(_scale(attributes - 1, gradient=gradient, variants=variants), "scale")
+    assert len(fits.schema.arguments) == attributes

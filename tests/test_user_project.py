@@ -94,6 +94,11 @@ grad_a, grad_b = torch.autograd.grad(ops.plus(a, b), (a, b), grad)
 assert grad_a.data_ptr() == grad.data_ptr()
 torch.testing.assert_close(grad_b, grad.sum(0))
 assert not hasattr(ops, "plus_backward")
+# argument names shared with the generated code mean the arguments (the generic suite checks the rest)
+y = torch.randn(3, 4, dtype=torch.float64)
+torch.testing.assert_close(ops.trap_sum(y, [1], a=4.0, b=1.0), (4 * y * y + 1).sum(1) / 4)
+torch.testing.assert_close(ops.trap_names(y, y[0], out=2.0, name=3.0, grads=1.0, tangent=1.0, apply=0.0),
+                           6 * y + y[0])
 sys.path.insert(0, sys.argv[1] + "/generated/python")
 import myops
 assert myops.hostile_doc.__doc__.startswith(sys.argv[2]), myops.hostile_doc.__doc__
@@ -149,6 +154,21 @@ print("bounded ok", torch.backends.cpu.get_cpu_capability())
 """
 
 
+# Argument names that are also names in the generated code (the autograd node's members and
+# methods, its locals, the accumulators of a reduction): they must compile and mean the argument.
+TRAP_NAMES = {"signature": "trap_names(Tensor x, Tensor other, *, float out=1.5, float name=2.0, float grads=0.5, "
+                           "float tangent=-1.0, float apply=3.0, float grad_fn=0.25, float forward_op=2.0, "
+                           "float task_should_compute_output=0.5) -> Tensor",
+              "dtypes": ["float32", "float64"], "shape": "broadcast(x, other)",
+              "kernel": {"pointwise": "x * out * name + other * grads * tangent + apply * grad_fn * forward_op * "
+                                      "task_should_compute_output"},
+              "gradient": {"x": "grad * out * name", "other": "grad * grads * tangent"}, "variants": ["inplace"]}
+TRAP_SUM = {"signature": "trap_sum(Tensor x, int[1] dim, bool keepdim=False, *, float a=2.0, float b=0.5) -> Tensor",
+            "dtypes": ["float32", "float64"], "shape": "reduce(x, dim, keepdim)",
+            "kernel": {"reduce": {"map": "a * x * x + b", "combine": "a + b", "identity": 0, "post": "acc / a"}},
+            "gradient": {"x": "2 * x * grad"}}
+
+
 def test_init_generate_build_load(tmp_path, built_ops):
     project = tmp_path / "myops"
     opgen = [sys.executable, "-m", "opgen"]
@@ -176,6 +196,8 @@ def test_init_generate_build_load(tmp_path, built_ops):
                "shape": "same(x)", "kernel": {"pointwise": "tanh(x)"}, "gradient": "auto"}
     (project / "specs" / "tanh_of.yaml").write_text(yaml.safe_dump(tanh_of))
     (project / "specs" / "bounded.yaml").write_text(yaml.safe_dump(BOUNDED))
+    (project / "specs" / "trap_names.yaml").write_text(yaml.safe_dump(TRAP_NAMES))
+    (project / "specs" / "trap_sum.yaml").write_text(yaml.safe_dump(TRAP_SUM))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)
     subprocess.run([*opgen, "--project", str(project), "check"], check=True)
     build = subprocess.run([*opgen, "--project", str(project), "build"], capture_output=True, text=True)

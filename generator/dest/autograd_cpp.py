@@ -73,7 +73,7 @@ def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) 
     """One tangent function per output: the terms, per input, of the formulas with that output's
     incoming gradient standing for the input's tangent (`grad`) and the other gradients 0."""
     if len(bw.grads) == 1:
-        return [SimpleNamespace(name="tangent", result="result", terms=list(composite.items()))]
+        return [SimpleNamespace(name="_tangent_of", result="result", terms=list(composite.items()))]
     scope = backward.scope(op)
     scope = E.Scope({**scope.names, "grad": E.TENSOR}, True, scope.what)
     out = []
@@ -85,5 +85,5 @@ def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) 
             coefficient = substitute(f, names)
             if coefficient != E.Num(0):
                 terms.append((n, aten_expr.aten(coefficient, scope)))
-        out.append(SimpleNamespace(name=f"tangent_{r}", result=r, terms=terms))
+        out.append(SimpleNamespace(name=f"_tangent_of_{r}", result=r, terms=terms))
     return out

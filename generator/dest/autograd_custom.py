@@ -36,7 +36,7 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
         kinds = {a.name: TENSOR_KIND for a in op.tensor_inputs}
         kinds.update({a.name: k for a in op.attributes if (k := _formula_kind(a))})
         kinds.update({n: TENSOR_KIND for n in (*op.grad_names, *results)})
-        rename = {name: f"{name}_element"} if name in c.lists else ({name: f"(*{name})"} if name in c.optional else {})
+        rename = {name: f"{name}__element"} if name in c.lists else ({name: f"(*{name})"} if name in c.optional else {})
         composite[name] = T.cpp(f.expr, kinds, rename)
     text = render(
         TEMPLATE,

@@ -13,8 +13,8 @@ from ..model import COMBINES, OpSpec, ReduceKernel
 from . import op_context as ctx
 
 # The builtin combines as C++ over two accumulators (scalars or vectors) of type _t.
-_FOLDS = {"sum": "a + b", "mean": "a + b", "prod": "a * b", "max": "opgen::maximum(a, b)", "min": "opgen::minimum(a, b)",
-          "logsumexp": "a + b"}
+_FOLDS = {"sum": "_a + _b", "mean": "_a + _b", "prod": "_a * _b", "max": "opgen::maximum(_a, _b)",
+          "min": "opgen::minimum(_a, _b)", "logsumexp": "_a + _b"}
 
 
 @dataclass(frozen=True)
@@ -34,14 +34,18 @@ class Reduction:
 
 def scope(op: OpSpec) -> E.Scope:
     s = ctx.kernel_scope(op)
-    return E.Scope({**s.names, "acc": E.TENSOR, "a": E.TENSOR, "b": E.TENSOR}, True, "reduction")
+    return E.Scope({**s.names, "_acc": E.TENSOR, "_a": E.TENSOR, "_b": E.TENSOR}, True, "reduction")
 
 
 @functools.lru_cache(maxsize=1024)
 def reduction(op: OpSpec) -> Reduction:
     k = op.kernel
     assert isinstance(k, ReduceKernel)
-    exprs = [k.map] + ([k.post] if k.post is not None else []) + ([k.combine_expr] if k.combine_expr is not None else [])
+    # The spec's accumulators (post: acc; combine: a, b) as the C++ names them, with a leading '_':
+    # an attribute may be called a, b or acc (the map and post read attributes).
+    finishing = ([E.rename(k.post, {"acc": "_acc"})] if k.post is not None else []) + (
+        [E.rename(k.combine_expr, {"a": "_a", "b": "_b"})] if k.combine_expr is not None else [])
+    exprs = [k.map] + finishing
     code = cpp_expr.kernel_code(exprs, scope(op), [op.shape.tensors[0]])
     used: set[str] = set()
     for e in exprs:

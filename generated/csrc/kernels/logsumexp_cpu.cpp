@@ -25,9 +25,9 @@ void logsumexp_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _coun
     return x;
   };
   auto _map_s = [=](opmath_t v) { return _map(v); };
-  auto _finish = [=](opmath_t acc) -> opmath_t {
+  auto _finish = [=](opmath_t _acc) -> opmath_t {
     using _t = opmath_t;
-    return acc;
+    return _acc;
   };
   auto _map_v = [=](const _fvec& v) { return _map(v); };
   if (at::native::is_reduce_lastdim(_iter)) {
@@ -68,8 +68,8 @@ void logsumexp_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _coun
 // The value of every output element when the reduced dims are empty: the identity, finished.
 double logsumexp_empty_value([[maybe_unused]] double _count) {
   using _t = double;
-  double acc = -std::numeric_limits<double>::infinity();
-  return acc;
+  double _acc = -std::numeric_limits<double>::infinity();
+  return _acc;
 }
 
 void logsumexp_kernel(at::TensorIteratorBase& _iter, double _count) {

@@ -21,10 +21,10 @@ void logsumexp_loop(at::TensorIterator& _iter, [[maybe_unused]] double _count) {
     return x;
   };
   const opmath_t _divisor = static_cast<opmath_t>(1.0);
-  auto _finish = [=] GPU_LAMBDA(opmath_t acc) -> opmath_t {
+  auto _finish = [=] GPU_LAMBDA(opmath_t _acc) -> opmath_t {
     using _t = opmath_t;
-    acc = acc / _divisor;
-    return acc;
+    _acc = _acc / _divisor;
+    return _acc;
   };
   at::native::gpu_reduce_kernel<scalar_t, scalar_t>(
       _iter, opgen::reduce::LogSumExpOps<scalar_t, opmath_t, decltype(_map), decltype(_finish)>{_map, _finish},

@@ -25,19 +25,19 @@ void rms_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _count) {
     return (x * x);
   };
   auto _map_s = [=](opmath_t v) { return _map(v); };
-  auto _finish = [=](opmath_t acc) -> opmath_t {
+  auto _finish = [=](opmath_t _acc) -> opmath_t {
     using _t = opmath_t;
-    acc = acc / static_cast<opmath_t>(_count);
-    return opgen::sqrt(acc);
+    _acc = _acc / static_cast<opmath_t>(_count);
+    return opgen::sqrt(_acc);
   };
   auto _map_v = [=](const _fvec& v) { return _map(v); };
-  auto _fold = [=](auto a, auto b) {
-    using _t = decltype(a);
-    return a + b;
+  auto _fold = [=](auto _a, auto _b) {
+    using _t = decltype(_a);
+    return _a + _b;
   };
-  auto _fold_s = [=](opmath_t a, opmath_t b) { return _fold(a, b); };
+  auto _fold_s = [=](opmath_t _a, opmath_t _b) { return _fold(_a, _b); };
   const opmath_t _identity = static_cast<opmath_t>(0.0);
-  auto _fold_v = [=](const _fvec& a, const _fvec& b) { return _fold(a, b); };
+  auto _fold_v = [=](const _fvec& _a, const _fvec& _b) { return _fold(_a, _b); };
   if (at::native::is_reduce_lastdim(_iter)) {
     at::native::binary_kernel_reduce_lastdim(_iter, [&](char* _out, char* _in, int64_t _n) {
       const opmath_t _acc = opgen::reduce_row(reinterpret_cast<const scalar_t*>(_in), _n, _identity, _map_s, _map_v, _fold_s, _fold_v);
@@ -67,9 +67,9 @@ void rms_loop(at::TensorIteratorBase& _iter, [[maybe_unused]] double _count) {
 // The value of every output element when the reduced dims are empty: the identity, finished.
 double rms_empty_value([[maybe_unused]] double _count) {
   using _t = double;
-  double acc = 0.0;
-  acc = acc / _count;
-  return opgen::sqrt(acc);
+  double _acc = 0.0;
+  _acc = _acc / _count;
+  return opgen::sqrt(_acc);
 }
 
 void rms_kernel(at::TensorIteratorBase& _iter, double _count) {

@@ -21,14 +21,14 @@ void sum_squares_loop(at::TensorIterator& _iter, [[maybe_unused]] double _count)
     return (x * x);
   };
   const opmath_t _divisor = static_cast<opmath_t>(1.0);
-  auto _finish = [=] GPU_LAMBDA(opmath_t acc) -> opmath_t {
+  auto _finish = [=] GPU_LAMBDA(opmath_t _acc) -> opmath_t {
     using _t = opmath_t;
-    acc = acc / _divisor;
-    return acc;
+    _acc = _acc / _divisor;
+    return _acc;
   };
-  auto _fold = [=] GPU_LAMBDA(opmath_t a, opmath_t b) -> opmath_t {
+  auto _fold = [=] GPU_LAMBDA(opmath_t _a, opmath_t _b) -> opmath_t {
     using _t = opmath_t;
-    return a + b;
+    return _a + _b;
   };
   using _ops_t = opgen::reduce::FoldOps<scalar_t, opmath_t, decltype(_map), decltype(_fold), decltype(_finish)>;
   at::native::gpu_reduce_kernel<scalar_t, scalar_t>(_iter, _ops_t{_map, _fold, _finish}, static_cast<opmath_t>(0.0));

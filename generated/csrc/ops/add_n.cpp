@@ -157,7 +157,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 namespace opgen_ops {
 namespace {
 
-const c10::TypedOperatorHandle<at::Tensor(at::TensorList)>& forward_op() {
+const c10::TypedOperatorHandle<at::Tensor(at::TensorList)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::add_n", "")
       .typed<at::Tensor(at::TensorList)>();
@@ -172,37 +172,37 @@ struct AddNBackward : public torch::autograd::TraceableFunction {
   void release_variables() override {
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
   size_t xs__edge = 0;
   std::vector<std::vector<c10::SymInt>> xs__shapes;
   at::ScalarType xs__dtype = at::kFloat;
 };
 
-torch::autograd::variable_list AddNBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(num_outputs());
-  if (!grads[0].defined()) {
-    return out;
+torch::autograd::variable_list AddNBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(num_outputs());
+  if (!_grads[0].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor& grad = grads[0];
+  const at::Tensor& grad = _grads[0];
   for (size_t _i = 0; _i < xs__shapes.size(); ++_i) {
-    if (task_should_compute_output(xs__edge + _i)) {
-      out[xs__edge + _i] = at::sum_to(grad, xs__shapes[_i]).to(xs__dtype);
+    if (this->task_should_compute_output(xs__edge + _i)) {
+      _grad_inputs[xs__edge + _i] = at::sum_to(grad, xs__shapes[_i]).to(xs__dtype);
     }
   }
-  return out;
+  return _grad_inputs;
 }
 
 at::Tensor add_n_autograd(c10::DispatchKeySet _ks, at::TensorList xs) {
-  c10::intrusive_ptr<AddNBackward> grad_fn;
+  c10::intrusive_ptr<AddNBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(xs)) {
-    grad_fn = c10::make_intrusive<AddNBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(xs));
+    _grad_fn = c10::make_intrusive<AddNBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(xs));
     size_t _edge = 0;
-    grad_fn->xs__edge = _edge;
+    _grad_fn->xs__edge = _edge;
     for (const at::Tensor& _t : xs) {
-      grad_fn->xs__shapes.push_back(_t.sym_sizes().vec());
-      grad_fn->xs__dtype = _t.scalar_type();
+      _grad_fn->xs__shapes.push_back(_t.sym_sizes().vec());
+      _grad_fn->xs__dtype = _t.scalar_type();
     }
     _edge += xs.size();
   }
@@ -210,10 +210,10 @@ at::Tensor add_n_autograd(c10::DispatchKeySet _ks, at::TensorList xs) {
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, xs);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, xs);
   }
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
   }
   TORCH_CHECK(!opgen::has_forward_grad_any(xs), _op,
               "(): forward-mode AD (jvp, forward_ad) is not implemented for ops with hand-written kernels");

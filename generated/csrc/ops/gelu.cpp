@@ -279,7 +279,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 namespace opgen_ops {
 namespace {
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, c10::string_view)>& forward_op() {
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, c10::string_view)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::gelu", "")
       .typed<at::Tensor(const at::Tensor&, c10::string_view)>();
@@ -292,46 +292,47 @@ struct GeluBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    x_.reset_data();
+    x__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable x_;
-  std::string approximate;
+  torch::autograd::SavedVariable x__saved;
+  std::string approximate__attr;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype;
 };
 
-torch::autograd::variable_list GeluBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(1);
-  if (!grads[0].defined()) {
-    return out;
+torch::autograd::variable_list GeluBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(1);
+  if (!_grads[0].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor x = x_.unpack();
-  const at::Tensor& grad = grads[0];
+  const at::Tensor x = x__saved.unpack();
+  [[maybe_unused]] const std::string& approximate = approximate__attr;
+  const at::Tensor& grad = _grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    if (task_should_compute_output(0)) {
-      out[0] = at::sum_to(at::mul(grad, ((c10::string_view(approximate) == "tanh") ? [&] { const at::Tensor _c0 = _s(0.5); const at::Tensor _c1 = _s(1.0); const at::Tensor _c2 = _s(0.7978845608028654); const at::Tensor _c3 = at::mul(_s(0.044715), x); const at::Tensor _c4 = at::mul(_c3, x); const at::Tensor _c5 = at::tanh(at::mul(_c2, at::add(x, at::mul(_c4, x)))); return at::add(at::mul(_c0, at::add(_c1, _c5)), at::mul(at::mul(_c0, x), at::mul(at::sub(_c1, at::mul(_c5, _c5)), at::mul(_c2, at::add(_c1, at::add(at::mul(at::add(_c3, _c3), x), _c4)))))); }() : [&] { const at::Tensor _c6 = _s(0.5); const at::Tensor _c7 = _s(0.7071067811865476); const at::Tensor _c8 = at::mul(x, _c7); return at::add(at::mul(_c6, at::add(_s(1.0), at::erf(_c8))), at::mul(at::mul(_c6, x), at::mul(at::mul(_s(1.1283791670955126), at::exp(at::neg(at::mul(_c8, _c8)))), _c7))); }())), x__shape).to(x__dtype);
+    if (this->task_should_compute_output(0)) {
+      _grad_inputs[0] = at::sum_to(at::mul(grad, ((c10::string_view(approximate) == "tanh") ? [&] { const at::Tensor _c0 = _s(0.5); const at::Tensor _c1 = _s(1.0); const at::Tensor _c2 = _s(0.7978845608028654); const at::Tensor _c3 = at::mul(_s(0.044715), x); const at::Tensor _c4 = at::mul(_c3, x); const at::Tensor _c5 = at::tanh(at::mul(_c2, at::add(x, at::mul(_c4, x)))); return at::add(at::mul(_c0, at::add(_c1, _c5)), at::mul(at::mul(_c0, x), at::mul(at::sub(_c1, at::mul(_c5, _c5)), at::mul(_c2, at::add(_c1, at::add(at::mul(at::add(_c3, _c3), x), _c4)))))); }() : [&] { const at::Tensor _c6 = _s(0.5); const at::Tensor _c7 = _s(0.7071067811865476); const at::Tensor _c8 = at::mul(x, _c7); return at::add(at::mul(_c6, at::add(_s(1.0), at::erf(_c8))), at::mul(at::mul(_c6, x), at::mul(at::mul(_s(1.1283791670955126), at::exp(at::neg(at::mul(_c8, _c8)))), _c7))); }())), x__shape).to(x__dtype);
     }
-    return out;
+    return _grad_inputs;
   }
-  if (task_should_compute_output(0)) {
+  if (this->task_should_compute_output(0)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::gelu_backward", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::string_view, c10::SymIntArrayRef)>();
     const at::Tensor _g = _backward.call(grad, x, approximate, x__shape);
-    out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
+    _grad_inputs[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
-  return out;
+  return _grad_inputs;
 }
 
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& x, std::string approximate, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t) {
+at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& x, std::string approximate, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
@@ -344,27 +345,27 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, std::string approximate
 
 at::Tensor gelu_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, c10::string_view approximate) {
   opgen::check_defined(x, "opgen_ops.gelu", "x");
-  c10::intrusive_ptr<GeluBackward> grad_fn;
+  c10::intrusive_ptr<GeluBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
-    grad_fn = c10::make_intrusive<GeluBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
-    grad_fn->x_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
-    grad_fn->approximate = std::string(approximate);
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
+    _grad_fn = c10::make_intrusive<GeluBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/false);
+    _grad_fn->approximate__attr = std::string(approximate);
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
   }
   at::Tensor result;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, approximate);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x, approximate);
   }
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
   }
   if (opgen::has_forward_grad({ x })) {
     // Formulas read the primals, as in ATen, so the tangent has no tangent of its own.
-    at::Tensor _tangent = tangent(x._fw_primal(/*level=*/0), std::string(approximate), result, x._fw_grad(/*level=*/0));
+    at::Tensor _tangent = _tangent_of(x._fw_primal(/*level=*/0), std::string(approximate), result, x._fw_grad(/*level=*/0));
     result._set_fw_grad(_tangent, /*level=*/0, /*is_inplace_op=*/false);
   }
   return result;

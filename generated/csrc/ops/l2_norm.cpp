@@ -173,7 +173,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 namespace opgen_ops {
 namespace {
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, at::IntArrayRef, bool)>& forward_op() {
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, at::IntArrayRef, bool)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::l2_norm", "")
       .typed<at::Tensor(const at::Tensor&, at::IntArrayRef, bool)>();
@@ -186,57 +186,59 @@ struct L2NormBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    x_.reset_data();
-    result_.reset_data();
+    x__saved.reset_data();
+    result__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable x_;
-  torch::autograd::SavedVariable result_;
-  std::vector<int64_t> dim;
-  bool keepdim = false;
+  torch::autograd::SavedVariable x__saved;
+  torch::autograd::SavedVariable result__saved;
+  std::vector<int64_t> dim__attr;
+  bool keepdim__attr = false;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype;
 };
 
-torch::autograd::variable_list L2NormBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(1);
-  if (!grads[0].defined() || !task_should_compute_output(0)) {
-    return out;
+torch::autograd::variable_list L2NormBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(1);
+  if (!_grads[0].defined() || !this->task_should_compute_output(0)) {
+    return _grad_inputs;
   }
   [[maybe_unused]] const int64_t _ndim = static_cast<int64_t>(x__shape.size());
+  const std::vector<int64_t>& dim = dim__attr;
+  const bool keepdim = keepdim__attr;
   const opgen::DimMask _mask = opgen::reduce_mask(_ndim, dim, _op, "dim");
-  const at::Tensor grad = opgen::unreduce(grads[0], _ndim, _mask, keepdim);
-  const at::Tensor x = x_.unpack();
-  const at::Tensor result = opgen::unreduce(result_.unpack(getptr()), _ndim, _mask, keepdim);
+  const at::Tensor grad = opgen::unreduce(_grads[0], _ndim, _mask, keepdim);
+  const at::Tensor x = x__saved.unpack();
+  const at::Tensor result = opgen::unreduce(result__saved.unpack(this->getptr()), _ndim, _mask, keepdim);
   [[maybe_unused]] const double count = static_cast<double>(opgen::reduced_count(x__shape, _mask).guard_int(__FILE__, __LINE__));
   [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-  out[0] = ([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(result, _c0), at::div(at::mul(x, grad), result), _c0); }()).expand_symint(x__shape).to(x__dtype);
-  return out;
+  _grad_inputs[0] = ([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(result, _c0), at::div(at::mul(x, grad), result), _c0); }()).expand_symint(x__shape).to(x__dtype);
+  return _grad_inputs;
 }
 
 at::Tensor l2_norm_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, at::IntArrayRef dim, bool keepdim) {
   opgen::check_defined(x, _op, "x");
-  c10::intrusive_ptr<L2NormBackward> grad_fn;
+  c10::intrusive_ptr<L2NormBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
-    grad_fn = c10::make_intrusive<L2NormBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
-    grad_fn->x_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
-    grad_fn->dim = dim.vec();
-    grad_fn->keepdim = keepdim;
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
+    _grad_fn = c10::make_intrusive<L2NormBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/false);
+    _grad_fn->dim__attr = dim.vec();
+    _grad_fn->keepdim__attr = keepdim;
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
   }
   at::Tensor _outputs;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    _outputs = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, dim, keepdim);
+    _outputs = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x, dim, keepdim);
   }
   at::Tensor& result = _outputs;
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
   }
   if (opgen::has_forward_grad({ x })) {
     const at::Tensor _t = x._fw_grad(/*level=*/0);
@@ -256,8 +258,8 @@ at::Tensor l2_norm_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, at::In
     at::Tensor _tangent = at::sum(_term, opgen::mask_dims(_primal.dim(), _mask), keepdim);
     result._set_fw_grad(_tangent.to(result.scalar_type()), /*level=*/0, /*is_inplace_op=*/false);
   }
-  if (grad_fn) {
-    grad_fn->result_ = torch::autograd::SavedVariable(result, /*is_output=*/true);
+  if (_grad_fn) {
+    _grad_fn->result__saved = torch::autograd::SavedVariable(result, /*is_output=*/true);
   }
   return _outputs;
 }

@@ -101,7 +101,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
 namespace opgen_ops {
 namespace {
 
-const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>& forward_op() {
+const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::layer_norm", "")
       .typed<std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double)>();
@@ -114,18 +114,18 @@ struct LayerNormBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    x_.reset_data();
-    weight_.reset_data();
-    mean_.reset_data();
-    rstd_.reset_data();
+    x__saved.reset_data();
+    weight__saved.reset_data();
+    mean__saved.reset_data();
+    rstd__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable x_;
-  torch::autograd::SavedVariable weight_;
-  torch::autograd::SavedVariable mean_;
-  torch::autograd::SavedVariable rstd_;
+  torch::autograd::SavedVariable x__saved;
+  torch::autograd::SavedVariable weight__saved;
+  torch::autograd::SavedVariable mean__saved;
+  torch::autograd::SavedVariable rstd__saved;
   // Each output's shape and options: an output that gets no gradient contributes zeros.
   std::vector<c10::SymInt> y__out_shape;
   at::TensorOptions y__out_options;
@@ -147,75 +147,75 @@ struct LayerNormBackward : public torch::autograd::TraceableFunction {
   bool bias__defined = false;
 };
 
-torch::autograd::variable_list LayerNormBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(num_outputs());
-  if (!grads[0].defined() && !grads[1].defined() && !grads[2].defined()) {
-    return out;
+torch::autograd::variable_list LayerNormBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(num_outputs());
+  if (!_grads[0].defined() && !_grads[1].defined() && !_grads[2].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor mean = mean_.unpack(getptr());
-  const at::Tensor rstd = rstd_.unpack(getptr());
-  const at::Tensor grad_y = grads[0].defined() ? grads[0] : at::zeros_symint(y__out_shape, y__out_options);
-  const at::Tensor grad_mean = grads[1].defined() ? grads[1] : at::zeros_symint(mean__out_shape, mean__out_options);
-  const at::Tensor grad_rstd = grads[2].defined() ? grads[2] : at::zeros_symint(rstd__out_shape, rstd__out_options);
-  const at::Tensor x = x_.unpack();
-  const at::Tensor weight = weight_.unpack();
-  if (x__defined && task_should_compute_output(x__edge)) {
-    out[x__edge] = at::sum_to(((rstd * (((grad_y * weight) - (grad_y * weight).mean(at::IntArrayRef{int64_t{-1}}, true)) - (((x - mean) * rstd) * (((grad_y * weight) * (x - mean)) * rstd).mean(at::IntArrayRef{int64_t{-1}}, true)))) + ((grad_mean - ((grad_rstd * rstd.pow(static_cast<double>(int64_t{3}))) * (x - mean))) / c10::Scalar(x.sym_size(int64_t{-1})))), x__shape).to(x__dtype);
+  const at::Tensor mean = mean__saved.unpack(this->getptr());
+  const at::Tensor rstd = rstd__saved.unpack(this->getptr());
+  const at::Tensor grad_y = _grads[0].defined() ? _grads[0] : at::zeros_symint(y__out_shape, y__out_options);
+  const at::Tensor grad_mean = _grads[1].defined() ? _grads[1] : at::zeros_symint(mean__out_shape, mean__out_options);
+  const at::Tensor grad_rstd = _grads[2].defined() ? _grads[2] : at::zeros_symint(rstd__out_shape, rstd__out_options);
+  const at::Tensor x = x__saved.unpack();
+  const at::Tensor weight = weight__saved.unpack();
+  if (x__defined && this->task_should_compute_output(x__edge)) {
+    _grad_inputs[x__edge] = at::sum_to(((rstd * (((grad_y * weight) - (grad_y * weight).mean(at::IntArrayRef{int64_t{-1}}, true)) - (((x - mean) * rstd) * (((grad_y * weight) * (x - mean)) * rstd).mean(at::IntArrayRef{int64_t{-1}}, true)))) + ((grad_mean - ((grad_rstd * rstd.pow(static_cast<double>(int64_t{3}))) * (x - mean))) / c10::Scalar(x.sym_size(int64_t{-1})))), x__shape).to(x__dtype);
   }
-  if (weight__defined && task_should_compute_output(weight__edge)) {
-    out[weight__edge] = at::sum_to(((grad_y * (x - mean)) * rstd), weight__shape).to(weight__dtype);
+  if (weight__defined && this->task_should_compute_output(weight__edge)) {
+    _grad_inputs[weight__edge] = at::sum_to(((grad_y * (x - mean)) * rstd), weight__shape).to(weight__dtype);
   }
-  if (bias__defined && task_should_compute_output(bias__edge)) {
-    out[bias__edge] = at::sum_to(grad_y, bias__shape).to(bias__dtype);
+  if (bias__defined && this->task_should_compute_output(bias__edge)) {
+    _grad_inputs[bias__edge] = at::sum_to(grad_y, bias__shape).to(bias__dtype);
   }
-  return out;
+  return _grad_inputs;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> layer_norm_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const at::Tensor& weight, const at::Tensor& bias, double eps) {
-  c10::intrusive_ptr<LayerNormBackward> grad_fn;
+  c10::intrusive_ptr<LayerNormBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x, weight, bias)) {
-    grad_fn = c10::make_intrusive<LayerNormBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x, weight, bias));
+    _grad_fn = c10::make_intrusive<LayerNormBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x, weight, bias));
     size_t _edge = 0;
-    grad_fn->x__edge = _edge;
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
-    grad_fn->x__defined = x.defined();
-    grad_fn->x_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
+    _grad_fn->x__edge = _edge;
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
+    _grad_fn->x__defined = x.defined();
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/false);
     _edge += 1;
-    grad_fn->weight__edge = _edge;
-    grad_fn->weight__shape = weight.sym_sizes().vec();
-    grad_fn->weight__dtype = weight.scalar_type();
-    grad_fn->weight__defined = weight.defined();
-    grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);
+    _grad_fn->weight__edge = _edge;
+    _grad_fn->weight__shape = weight.sym_sizes().vec();
+    _grad_fn->weight__dtype = weight.scalar_type();
+    _grad_fn->weight__defined = weight.defined();
+    _grad_fn->weight__saved = torch::autograd::SavedVariable(weight, /*is_output=*/false);
     _edge += 1;
-    grad_fn->bias__edge = _edge;
-    grad_fn->bias__shape = bias.sym_sizes().vec();
-    grad_fn->bias__dtype = bias.scalar_type();
-    grad_fn->bias__defined = bias.defined();
+    _grad_fn->bias__edge = _edge;
+    _grad_fn->bias__shape = bias.sym_sizes().vec();
+    _grad_fn->bias__dtype = bias.scalar_type();
+    _grad_fn->bias__defined = bias.defined();
     _edge += 1;
   }
   std::tuple<at::Tensor, at::Tensor, at::Tensor> result;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, weight, bias, eps);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x, weight, bias, eps);
   }
-  if (grad_fn) {
+  if (_grad_fn) {
     const at::Tensor& y = std::get<0>(result);
-    torch::autograd::set_history(y, grad_fn);  // output 0 of the node
-    grad_fn->y__out_shape = y.sym_sizes().vec();
-    grad_fn->y__out_options = y.options();
+    torch::autograd::set_history(y, _grad_fn);  // output 0 of the node
+    _grad_fn->y__out_shape = y.sym_sizes().vec();
+    _grad_fn->y__out_options = y.options();
     const at::Tensor& mean = std::get<1>(result);
-    torch::autograd::set_history(mean, grad_fn);  // output 1 of the node
-    grad_fn->mean__out_shape = mean.sym_sizes().vec();
-    grad_fn->mean__out_options = mean.options();
+    torch::autograd::set_history(mean, _grad_fn);  // output 1 of the node
+    _grad_fn->mean__out_shape = mean.sym_sizes().vec();
+    _grad_fn->mean__out_options = mean.options();
     const at::Tensor& rstd = std::get<2>(result);
-    torch::autograd::set_history(rstd, grad_fn);  // output 2 of the node
-    grad_fn->rstd__out_shape = rstd.sym_sizes().vec();
-    grad_fn->rstd__out_options = rstd.options();
-    grad_fn->mean_ = torch::autograd::SavedVariable(mean, /*is_output=*/true);
-    grad_fn->rstd_ = torch::autograd::SavedVariable(rstd, /*is_output=*/true);
+    torch::autograd::set_history(rstd, _grad_fn);  // output 2 of the node
+    _grad_fn->rstd__out_shape = rstd.sym_sizes().vec();
+    _grad_fn->rstd__out_options = rstd.options();
+    _grad_fn->mean__saved = torch::autograd::SavedVariable(mean, /*is_output=*/true);
+    _grad_fn->rstd__saved = torch::autograd::SavedVariable(rstd, /*is_output=*/true);
   }
   TORCH_CHECK(!opgen::has_forward_grad_any(x, weight, bias), _op,
               "(): forward-mode AD (jvp, forward_ad) is not implemented for ops with hand-written kernels");

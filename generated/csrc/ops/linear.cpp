@@ -147,7 +147,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 namespace opgen_ops {
 namespace {
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>& forward_op() {
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::linear", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&)>();
@@ -160,14 +160,14 @@ struct LinearBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    x_.reset_data();
-    w_.reset_data();
+    x__saved.reset_data();
+    w__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable x_;
-  torch::autograd::SavedVariable w_;
+  torch::autograd::SavedVariable x__saved;
+  torch::autograd::SavedVariable w__saved;
   size_t x__edge = 0;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype = at::kFloat;
@@ -182,49 +182,49 @@ struct LinearBackward : public torch::autograd::TraceableFunction {
   bool bias__defined = false;
 };
 
-torch::autograd::variable_list LinearBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(num_outputs());
-  if (!grads[0].defined()) {
-    return out;
+torch::autograd::variable_list LinearBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(num_outputs());
+  if (!_grads[0].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor& grad = grads[0];
-  const at::Tensor x = x_.unpack();
-  const at::Tensor w = w_.unpack();
-  if (x__defined && task_should_compute_output(x__edge)) {
-    out[x__edge] = at::sum_to(grad.mm(w), x__shape).to(x__dtype);
+  const at::Tensor& grad = _grads[0];
+  const at::Tensor x = x__saved.unpack();
+  const at::Tensor w = w__saved.unpack();
+  if (x__defined && this->task_should_compute_output(x__edge)) {
+    _grad_inputs[x__edge] = at::sum_to(grad.mm(w), x__shape).to(x__dtype);
   }
-  if (w__defined && task_should_compute_output(w__edge)) {
-    out[w__edge] = at::sum_to(grad.t().mm(x), w__shape).to(w__dtype);
+  if (w__defined && this->task_should_compute_output(w__edge)) {
+    _grad_inputs[w__edge] = at::sum_to(grad.t().mm(x), w__shape).to(w__dtype);
   }
-  if (bias__defined && task_should_compute_output(bias__edge)) {
-    out[bias__edge] = at::sum_to(grad.sum(at::IntArrayRef{int64_t{0}}, false), bias__shape).to(bias__dtype);
+  if (bias__defined && this->task_should_compute_output(bias__edge)) {
+    _grad_inputs[bias__edge] = at::sum_to(grad.sum(at::IntArrayRef{int64_t{0}}, false), bias__shape).to(bias__dtype);
   }
-  return out;
+  return _grad_inputs;
 }
 
 at::Tensor linear_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
-  c10::intrusive_ptr<LinearBackward> grad_fn;
+  c10::intrusive_ptr<LinearBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x, w, bias)) {
-    grad_fn = c10::make_intrusive<LinearBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x, w, bias));
+    _grad_fn = c10::make_intrusive<LinearBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x, w, bias));
     size_t _edge = 0;
-    grad_fn->x__edge = _edge;
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
-    grad_fn->x__defined = x.defined();
-    grad_fn->x_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
+    _grad_fn->x__edge = _edge;
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
+    _grad_fn->x__defined = x.defined();
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/false);
     _edge += 1;
-    grad_fn->w__edge = _edge;
-    grad_fn->w__shape = w.sym_sizes().vec();
-    grad_fn->w__dtype = w.scalar_type();
-    grad_fn->w__defined = w.defined();
-    grad_fn->w_ = torch::autograd::SavedVariable(w, /*is_output=*/false);
+    _grad_fn->w__edge = _edge;
+    _grad_fn->w__shape = w.sym_sizes().vec();
+    _grad_fn->w__dtype = w.scalar_type();
+    _grad_fn->w__defined = w.defined();
+    _grad_fn->w__saved = torch::autograd::SavedVariable(w, /*is_output=*/false);
     _edge += 1;
-    grad_fn->bias__edge = _edge;
+    _grad_fn->bias__edge = _edge;
     if (bias.has_value() && bias->defined()) {
-      grad_fn->bias__shape = bias->sym_sizes().vec();
-      grad_fn->bias__dtype = bias->scalar_type();
-      grad_fn->bias__defined = true;
+      _grad_fn->bias__shape = bias->sym_sizes().vec();
+      _grad_fn->bias__dtype = bias->scalar_type();
+      _grad_fn->bias__defined = true;
     }
     _edge += 1;
   }
@@ -232,10 +232,10 @@ at::Tensor linear_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const a
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, w, bias);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x, w, bias);
   }
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
   }
   TORCH_CHECK(!opgen::has_forward_grad_any(x, w, bias), _op,
               "(): forward-mode AD (jvp, forward_ad) is not implemented for ops with hand-written kernels");

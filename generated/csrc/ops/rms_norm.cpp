@@ -169,7 +169,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 namespace opgen_ops {
 namespace {
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>& forward_op() {
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::rms_norm", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
@@ -182,17 +182,17 @@ struct RmsNormBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    x_.reset_data();
-    weight_.reset_data();
-    result_.reset_data();
+    x__saved.reset_data();
+    weight__saved.reset_data();
+    result__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable x_;
-  torch::autograd::SavedVariable weight_;
-  torch::autograd::SavedVariable result_;
-  double eps;
+  torch::autograd::SavedVariable x__saved;
+  torch::autograd::SavedVariable weight__saved;
+  torch::autograd::SavedVariable result__saved;
+  double eps__attr;
   size_t x__edge = 0;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype = at::kFloat;
@@ -203,58 +203,59 @@ struct RmsNormBackward : public torch::autograd::TraceableFunction {
   bool weight__defined = false;
 };
 
-torch::autograd::variable_list RmsNormBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(num_outputs());
-  if (!grads[0].defined()) {
-    return out;
+torch::autograd::variable_list RmsNormBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(num_outputs());
+  if (!_grads[0].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor result = result_.unpack(getptr());
-  const at::Tensor& grad = grads[0];
-  const at::Tensor x = x_.unpack();
-  const at::Tensor weight = weight_.unpack();
+  const at::Tensor result = result__saved.unpack(this->getptr());
+  const at::Tensor& grad = _grads[0];
+  const at::Tensor x = x__saved.unpack();
+  const at::Tensor weight = weight__saved.unpack();
+  [[maybe_unused]] const double& eps = eps__attr;
   static const auto _backward = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::rms_norm_backward", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, const at::Tensor&, std::array<bool, 2>)>();
-  const std::array<bool, 2> _mask = { task_should_compute_output(x__edge), task_should_compute_output(weight__edge) };
-  auto _grads = _backward.call(grad, x, weight, eps, result, _mask);
-  if (_mask[0] && std::get<0>(_grads).defined()) {
-    out[x__edge] = std::get<0>(_grads).to(x__dtype);
+  const std::array<bool, 2> _mask = { this->task_should_compute_output(x__edge), this->task_should_compute_output(weight__edge) };
+  auto _computed = _backward.call(grad, x, weight, eps, result, _mask);
+  if (_mask[0] && std::get<0>(_computed).defined()) {
+    _grad_inputs[x__edge] = std::get<0>(_computed).to(x__dtype);
   }
-  if (_mask[1] && std::get<1>(_grads).defined()) {
-    out[weight__edge] = std::get<1>(_grads).to(weight__dtype);
+  if (_mask[1] && std::get<1>(_computed).defined()) {
+    _grad_inputs[weight__edge] = std::get<1>(_computed).to(weight__dtype);
   }
-  return out;
+  return _grad_inputs;
 }
 
 at::Tensor rms_norm_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const at::Tensor& weight, double eps) {
-  c10::intrusive_ptr<RmsNormBackward> grad_fn;
+  c10::intrusive_ptr<RmsNormBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x, weight)) {
-    grad_fn = c10::make_intrusive<RmsNormBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x, weight));
+    _grad_fn = c10::make_intrusive<RmsNormBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x, weight));
     size_t _edge = 0;
-    grad_fn->x__edge = _edge;
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
-    grad_fn->x__defined = x.defined();
-    grad_fn->x_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
+    _grad_fn->x__edge = _edge;
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
+    _grad_fn->x__defined = x.defined();
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/false);
     _edge += 1;
-    grad_fn->weight__edge = _edge;
-    grad_fn->weight__shape = weight.sym_sizes().vec();
-    grad_fn->weight__dtype = weight.scalar_type();
-    grad_fn->weight__defined = weight.defined();
-    grad_fn->weight_ = torch::autograd::SavedVariable(weight, /*is_output=*/false);
+    _grad_fn->weight__edge = _edge;
+    _grad_fn->weight__shape = weight.sym_sizes().vec();
+    _grad_fn->weight__dtype = weight.scalar_type();
+    _grad_fn->weight__defined = weight.defined();
+    _grad_fn->weight__saved = torch::autograd::SavedVariable(weight, /*is_output=*/false);
     _edge += 1;
-    grad_fn->eps = eps;
+    _grad_fn->eps__attr = eps;
   }
   at::Tensor result;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, weight, eps);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x, weight, eps);
   }
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
-    grad_fn->result_ = torch::autograd::SavedVariable(result, /*is_output=*/true);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
+    _grad_fn->result__saved = torch::autograd::SavedVariable(result, /*is_output=*/true);
   }
   TORCH_CHECK(!opgen::has_forward_grad_any(x, weight), _op,
               "(): forward-mode AD (jvp, forward_ad) is not implemented for ops with hand-written kernels");

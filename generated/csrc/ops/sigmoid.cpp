@@ -278,7 +278,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 namespace opgen_ops {
 namespace {
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&)>& forward_op() {
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::sigmoid", "")
       .typed<at::Tensor(const at::Tensor&)>();
@@ -291,45 +291,45 @@ struct SigmoidBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    result_.reset_data();
+    result__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable result_;
+  torch::autograd::SavedVariable result__saved;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype;
 };
 
-torch::autograd::variable_list SigmoidBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(1);
-  if (!grads[0].defined()) {
-    return out;
+torch::autograd::variable_list SigmoidBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(1);
+  if (!_grads[0].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor result = result_.unpack(getptr());
-  const at::Tensor& grad = grads[0];
+  const at::Tensor result = result__saved.unpack(this->getptr());
+  const at::Tensor& grad = _grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    if (task_should_compute_output(0)) {
-      out[0] = at::sum_to(at::mul(at::mul(grad, result), at::sub(_s(1.0), result)), x__shape).to(x__dtype);
+    if (this->task_should_compute_output(0)) {
+      _grad_inputs[0] = at::sum_to(at::mul(at::mul(grad, result), at::sub(_s(1.0), result)), x__shape).to(x__dtype);
     }
-    return out;
+    return _grad_inputs;
   }
-  if (task_should_compute_output(0)) {
+  if (this->task_should_compute_output(0)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::sigmoid_backward", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef)>();
     const at::Tensor _g = _backward.call(grad, result, x__shape);
-    out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
+    _grad_inputs[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
-  return out;
+  return _grad_inputs;
 }
 
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t) {
+at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
@@ -342,30 +342,30 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const 
 
 at::Tensor sigmoid_autograd(c10::DispatchKeySet _ks, const at::Tensor& x) {
   opgen::check_defined(x, "opgen_ops.sigmoid", "x");
-  c10::intrusive_ptr<SigmoidBackward> grad_fn;
+  c10::intrusive_ptr<SigmoidBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
-    grad_fn = c10::make_intrusive<SigmoidBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
+    _grad_fn = c10::make_intrusive<SigmoidBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
   }
   at::Tensor result;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x);
   }
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
   }
   if (opgen::has_forward_grad({ x })) {
     // Formulas read the primals, as in ATen, so the tangent has no tangent of its own.
-    at::Tensor _tangent = tangent(x._fw_primal(/*level=*/0), result, x._fw_grad(/*level=*/0));
+    at::Tensor _tangent = _tangent_of(x._fw_primal(/*level=*/0), result, x._fw_grad(/*level=*/0));
     result._set_fw_grad(_tangent, /*level=*/0, /*is_inplace_op=*/false);
   }
   // Saved after its tangent is set, so the saved copy has it too (forward-over-reverse).
-  if (grad_fn) {
-    grad_fn->result_ = torch::autograd::SavedVariable(result, /*is_output=*/true);
+  if (_grad_fn) {
+    _grad_fn->result__saved = torch::autograd::SavedVariable(result, /*is_output=*/true);
   }
   return result;
 }

@@ -253,7 +253,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
 namespace opgen_ops {
 namespace {
 
-const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>& forward_op() {
+const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::to_cartesian", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&)>();
@@ -266,16 +266,16 @@ struct ToCartesianBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    theta_.reset_data();
-    x_.reset_data();
-    y_.reset_data();
+    theta__saved.reset_data();
+    x__saved.reset_data();
+    y__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable theta_;
-  torch::autograd::SavedVariable x_;
-  torch::autograd::SavedVariable y_;
+  torch::autograd::SavedVariable theta__saved;
+  torch::autograd::SavedVariable x__saved;
+  torch::autograd::SavedVariable y__saved;
   std::vector<c10::SymInt> r__shape;
   at::ScalarType r__dtype;
   std::vector<c10::SymInt> theta__shape;
@@ -285,49 +285,49 @@ struct ToCartesianBackward : public torch::autograd::TraceableFunction {
   at::TensorOptions _out_options;
 };
 
-torch::autograd::variable_list ToCartesianBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(2);
-  if (!grads[0].defined() && !grads[1].defined()) {
-    return out;
+torch::autograd::variable_list ToCartesianBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(2);
+  if (!_grads[0].defined() && !_grads[1].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor theta = theta_.unpack();
-  const at::Tensor x = x_.unpack(getptr());
-  const at::Tensor y = y_.unpack(getptr());
-  const at::Tensor grad_x = grads[0].defined() ? grads[0] : at::zeros_symint(_out_shape, _out_options);
-  const at::Tensor grad_y = grads[1].defined() ? grads[1] : at::zeros_symint(_out_shape, _out_options);
+  const at::Tensor theta = theta__saved.unpack();
+  const at::Tensor x = x__saved.unpack(this->getptr());
+  const at::Tensor y = y__saved.unpack(this->getptr());
+  const at::Tensor grad_x = _grads[0].defined() ? _grads[0] : at::zeros_symint(_out_shape, _out_options);
+  const at::Tensor grad_y = _grads[1].defined() ? _grads[1] : at::zeros_symint(_out_shape, _out_options);
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad_x.options()); };
-    if (task_should_compute_output(0)) {
-      out[0] = at::sum_to(at::add(at::mul(grad_x, at::cos(theta)), at::mul(grad_y, at::sin(theta))), r__shape).to(r__dtype);
+    if (this->task_should_compute_output(0)) {
+      _grad_inputs[0] = at::sum_to(at::add(at::mul(grad_x, at::cos(theta)), at::mul(grad_y, at::sin(theta))), r__shape).to(r__dtype);
     }
-    if (task_should_compute_output(1)) {
-      out[1] = at::sum_to(at::sub(at::mul(grad_y, x), at::mul(grad_x, y)), theta__shape).to(theta__dtype);
+    if (this->task_should_compute_output(1)) {
+      _grad_inputs[1] = at::sum_to(at::sub(at::mul(grad_y, x), at::mul(grad_x, y)), theta__shape).to(theta__dtype);
     }
-    return out;
+    return _grad_inputs;
   }
-  if (task_should_compute_output(0) || task_should_compute_output(1)) {
+  if (this->task_should_compute_output(0) || this->task_should_compute_output(1)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::to_cartesian_backward", "")
         .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-    auto _grads = _backward.call(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
-    if (task_should_compute_output(0)) {
-      const at::Tensor& _g = std::get<0>(_grads);
-      out[0] = _g.scalar_type() == r__dtype ? _g : _g.to(r__dtype);
+    auto _computed = _backward.call(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
+    if (this->task_should_compute_output(0)) {
+      const at::Tensor& _g = std::get<0>(_computed);
+      _grad_inputs[0] = _g.scalar_type() == r__dtype ? _g : _g.to(r__dtype);
     }
-    if (task_should_compute_output(1)) {
-      const at::Tensor& _g = std::get<1>(_grads);
-      out[1] = _g.scalar_type() == theta__dtype ? _g : _g.to(theta__dtype);
+    if (this->task_should_compute_output(1)) {
+      const at::Tensor& _g = std::get<1>(_computed);
+      _grad_inputs[1] = _g.scalar_type() == theta__dtype ? _g : _g.to(theta__dtype);
     }
   }
-  return out;
+  return _grad_inputs;
 }
 
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise); with
 // several outputs, an output's tangent takes the terms of its own grad_<output> (the others are 0).
-at::Tensor tangent_x([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] const at::Tensor& theta, [[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& y, const at::Tensor& r__t, const at::Tensor& theta__t) {
+at::Tensor _tangent_of_x([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] const at::Tensor& theta, [[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& y, const at::Tensor& r__t, const at::Tensor& theta__t) {
   at::Tensor _tangent;
   if (r__t.defined()) {
     const at::Tensor& grad = r__t;
@@ -344,7 +344,7 @@ at::Tensor tangent_x([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] cons
   return _tangent.defined() ? _tangent.expand_symint(x.sym_sizes()).to(x.scalar_type()) : _tangent;
 }
 
-at::Tensor tangent_y([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] const at::Tensor& theta, [[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& y, const at::Tensor& r__t, const at::Tensor& theta__t) {
+at::Tensor _tangent_of_y([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] const at::Tensor& theta, [[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& y, const at::Tensor& r__t, const at::Tensor& theta__t) {
   at::Tensor _tangent;
   if (r__t.defined()) {
     const at::Tensor& grad = r__t;
@@ -364,35 +364,35 @@ at::Tensor tangent_y([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] cons
 std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(c10::DispatchKeySet _ks, const at::Tensor& r, const at::Tensor& theta) {
   opgen::check_defined(r, "opgen_ops.to_cartesian", "r");
   opgen::check_defined(theta, "opgen_ops.to_cartesian", "theta");
-  c10::intrusive_ptr<ToCartesianBackward> grad_fn;
+  c10::intrusive_ptr<ToCartesianBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(r, theta)) {
-    grad_fn = c10::make_intrusive<ToCartesianBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(r, theta));
-    grad_fn->theta_ = torch::autograd::SavedVariable(theta, /*is_output=*/false);
-    grad_fn->r__shape = r.sym_sizes().vec();
-    grad_fn->r__dtype = r.scalar_type();
-    grad_fn->theta__shape = theta.sym_sizes().vec();
-    grad_fn->theta__dtype = theta.scalar_type();
+    _grad_fn = c10::make_intrusive<ToCartesianBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(r, theta));
+    _grad_fn->theta__saved = torch::autograd::SavedVariable(theta, /*is_output=*/false);
+    _grad_fn->r__shape = r.sym_sizes().vec();
+    _grad_fn->r__dtype = r.scalar_type();
+    _grad_fn->theta__shape = theta.sym_sizes().vec();
+    _grad_fn->theta__dtype = theta.scalar_type();
   }
   std::tuple<at::Tensor, at::Tensor> result;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, r, theta);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, r, theta);
   }
   const at::Tensor& x = std::get<0>(result);
   const at::Tensor& y = std::get<1>(result);
-  if (grad_fn) {
-    torch::autograd::set_history(x, grad_fn);  // output 0 of the node
-    torch::autograd::set_history(y, grad_fn);  // output 1 of the node
-    grad_fn->_out_shape = x.sym_sizes().vec();
-    grad_fn->_out_options = x.options();
+  if (_grad_fn) {
+    torch::autograd::set_history(x, _grad_fn);  // output 0 of the node
+    torch::autograd::set_history(y, _grad_fn);  // output 1 of the node
+    _grad_fn->_out_shape = x.sym_sizes().vec();
+    _grad_fn->_out_options = x.options();
   }
   if (opgen::has_forward_grad({ r, theta })) {
     // Formulas read the primals, as in ATen, so the tangent has no tangent of its own.
     // Every tangent is computed before any is set: the formulas read the outputs as primals.
-    const at::Tensor _tangent_x = tangent_x(r._fw_primal(/*level=*/0), theta._fw_primal(/*level=*/0), x, y, r._fw_grad(/*level=*/0), theta._fw_grad(/*level=*/0));
-    const at::Tensor _tangent_y = tangent_y(r._fw_primal(/*level=*/0), theta._fw_primal(/*level=*/0), x, y, r._fw_grad(/*level=*/0), theta._fw_grad(/*level=*/0));
+    const at::Tensor _tangent_x = _tangent_of_x(r._fw_primal(/*level=*/0), theta._fw_primal(/*level=*/0), x, y, r._fw_grad(/*level=*/0), theta._fw_grad(/*level=*/0));
+    const at::Tensor _tangent_y = _tangent_of_y(r._fw_primal(/*level=*/0), theta._fw_primal(/*level=*/0), x, y, r._fw_grad(/*level=*/0), theta._fw_grad(/*level=*/0));
     if (_tangent_x.defined()) {
       x._set_fw_grad(_tangent_x, /*level=*/0, /*is_inplace_op=*/false);
     }
@@ -401,9 +401,9 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(c10::DispatchKeySet _ks
     }
   }
   // Saved after its tangent is set, so the saved copy has it too (forward-over-reverse).
-  if (grad_fn) {
-    grad_fn->x_ = torch::autograd::SavedVariable(x, /*is_output=*/true);
-    grad_fn->y_ = torch::autograd::SavedVariable(y, /*is_output=*/true);
+  if (_grad_fn) {
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/true);
+    _grad_fn->y__saved = torch::autograd::SavedVariable(y, /*is_output=*/true);
   }
   return result;
 }

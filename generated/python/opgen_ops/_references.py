@@ -18,7 +18,7 @@ def _t(value: float) -> torch.Tensor:
 
 # abs_max: specs/abs_max.yaml; the kernel expression evaluated with torch
 def abs_max_reference(x: torch.Tensor, dim: Sequence[int], keepdim: bool = False):  # noqa: ARG001
-    return _fold(torch.abs(x), _reduce_dims(x, dim), keepdim, lambda a, b: torch.maximum(a, b), 0.0)
+    return _fold(torch.abs(x), _reduce_dims(x, dim), keepdim, lambda _a, _b: torch.maximum(_a, _b), 0.0)
 
 
 # add: specs/add.yaml; the spec's reference expression
@@ -78,7 +78,7 @@ def relu_reference(x: torch.Tensor):  # noqa: ARG001
 
 # rms: specs/rms.yaml; the kernel expression evaluated with torch
 def rms_reference(x: torch.Tensor, dim: Sequence[int], keepdim: bool = False):  # noqa: ARG001
-    return (lambda acc: torch.sqrt(acc))(torch.mean((x * x), _reduce_dims(x, dim), keepdim))
+    return (lambda _acc: torch.sqrt(_acc))(torch.mean((x * x), _reduce_dims(x, dim), keepdim))
 
 
 # rms_norm: specs/rms_norm.yaml; the spec's reference expression

@@ -126,7 +126,7 @@ TORCH_LIBRARY_IMPL(golden, Meta, m) {
 namespace golden {
 namespace {
 
-const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, bool)>& forward_op() {
+const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, bool)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("golden::max", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, bool)>();
@@ -139,50 +139,52 @@ struct MaxBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    indices_.reset_data();
+    indices__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable indices_;
-  int64_t dim;
-  bool keepdim = false;
+  torch::autograd::SavedVariable indices__saved;
+  int64_t dim__attr;
+  bool keepdim__attr = false;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype;
 };
 
-torch::autograd::variable_list MaxBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(1);
-  if (!grads[0].defined() || !task_should_compute_output(0)) {
-    return out;
+torch::autograd::variable_list MaxBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(1);
+  if (!_grads[0].defined() || !this->task_should_compute_output(0)) {
+    return _grad_inputs;
   }
   [[maybe_unused]] const int64_t _ndim = static_cast<int64_t>(x__shape.size());
-  const at::Tensor indices = indices_.unpack();
-  out[0] = at::value_selecting_reduction_backward_symint(grads[0], dim, indices, x__shape, keepdim).to(x__dtype);
-  return out;
+  const int64_t& dim = dim__attr;
+  const bool keepdim = keepdim__attr;
+  const at::Tensor indices = indices__saved.unpack();
+  _grad_inputs[0] = at::value_selecting_reduction_backward_symint(_grads[0], dim, indices, x__shape, keepdim).to(x__dtype);
+  return _grad_inputs;
 }
 
 std::tuple<at::Tensor, at::Tensor> max_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, int64_t dim, bool keepdim) {
   opgen::check_defined(x, _op, "x");
-  c10::intrusive_ptr<MaxBackward> grad_fn;
+  c10::intrusive_ptr<MaxBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
-    grad_fn = c10::make_intrusive<MaxBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
-    grad_fn->dim = dim;
-    grad_fn->keepdim = keepdim;
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
+    _grad_fn = c10::make_intrusive<MaxBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
+    _grad_fn->dim__attr = dim;
+    _grad_fn->keepdim__attr = keepdim;
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
   }
   std::tuple<at::Tensor, at::Tensor> _outputs;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    _outputs = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, dim, keepdim);
+    _outputs = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x, dim, keepdim);
   }
   at::Tensor& result = std::get<0>(_outputs);
   at::Tensor& indices = std::get<1>(_outputs);
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
   }
   if (opgen::has_forward_grad({ x })) {
     const at::Tensor _t = x._fw_grad(/*level=*/0);
@@ -197,8 +199,8 @@ std::tuple<at::Tensor, at::Tensor> max_autograd(c10::DispatchKeySet _ks, const a
     }
     result._set_fw_grad(_tangent.to(result.scalar_type()), /*level=*/0, /*is_inplace_op=*/false);
   }
-  if (grad_fn) {
-    grad_fn->indices_ = torch::autograd::SavedVariable(indices, /*is_output=*/false);  // not differentiable
+  if (_grad_fn) {
+    _grad_fn->indices__saved = torch::autograd::SavedVariable(indices, /*is_output=*/false);  // not differentiable
   }
   return _outputs;
 }

@@ -295,7 +295,7 @@ TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
 namespace golden {
 namespace {
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t)>& forward_op() {
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("golden::scale_rows", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t)>();
@@ -308,62 +308,64 @@ struct ScaleRowsBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    x_.reset_data();
-    scale_.reset_data();
+    x__saved.reset_data();
+    scale__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable x_;
-  torch::autograd::SavedVariable scale_;
-  double offset;
-  int64_t power;
+  torch::autograd::SavedVariable x__saved;
+  torch::autograd::SavedVariable scale__saved;
+  double offset__attr;
+  int64_t power__attr;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype;
   std::vector<c10::SymInt> scale__shape;
   at::ScalarType scale__dtype;
 };
 
-torch::autograd::variable_list ScaleRowsBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(2);
-  if (!grads[0].defined()) {
-    return out;
+torch::autograd::variable_list ScaleRowsBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(2);
+  if (!_grads[0].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor x = x_.unpack();
-  const at::Tensor scale = scale_.unpack();
-  const at::Tensor& grad = grads[0];
+  const at::Tensor x = x__saved.unpack();
+  const at::Tensor scale = scale__saved.unpack();
+  [[maybe_unused]] const double& offset = offset__attr;
+  [[maybe_unused]] const int64_t& power = power__attr;
+  const at::Tensor& grad = _grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    if (task_should_compute_output(0)) {
-      out[0] = at::sum_to(at::mul(grad, at::pow(scale, _s(static_cast<double>(static_cast<double>(power))))), x__shape).to(x__dtype);
+    if (this->task_should_compute_output(0)) {
+      _grad_inputs[0] = at::sum_to(at::mul(grad, at::pow(scale, _s(static_cast<double>(static_cast<double>(power))))), x__shape).to(x__dtype);
     }
-    if (task_should_compute_output(1)) {
-      out[1] = at::sum_to(at::mul(grad, at::mul(at::add(x, _s(static_cast<double>(offset))), at::mul(_s(static_cast<double>(static_cast<double>(power))), at::pow(scale, _s(static_cast<double>((static_cast<double>(power) - 1.0))))))), scale__shape).to(scale__dtype);
+    if (this->task_should_compute_output(1)) {
+      _grad_inputs[1] = at::sum_to(at::mul(grad, at::mul(at::add(x, _s(static_cast<double>(offset))), at::mul(_s(static_cast<double>(static_cast<double>(power))), at::pow(scale, _s(static_cast<double>((static_cast<double>(power) - 1.0))))))), scale__shape).to(scale__dtype);
     }
-    return out;
+    return _grad_inputs;
   }
-  if (task_should_compute_output(0) || task_should_compute_output(1)) {
+  if (this->task_should_compute_output(0) || this->task_should_compute_output(1)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("golden::scale_rows_backward", "")
         .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-    auto _grads = _backward.call(grad, x, scale, offset, power, x__shape, scale__shape);
-    if (task_should_compute_output(0)) {
-      const at::Tensor& _g = std::get<0>(_grads);
-      out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
+    auto _computed = _backward.call(grad, x, scale, offset, power, x__shape, scale__shape);
+    if (this->task_should_compute_output(0)) {
+      const at::Tensor& _g = std::get<0>(_computed);
+      _grad_inputs[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
     }
-    if (task_should_compute_output(1)) {
-      const at::Tensor& _g = std::get<1>(_grads);
-      out[1] = _g.scalar_type() == scale__dtype ? _g : _g.to(scale__dtype);
+    if (this->task_should_compute_output(1)) {
+      const at::Tensor& _g = std::get<1>(_computed);
+      _grad_inputs[1] = _g.scalar_type() == scale__dtype ? _g : _g.to(scale__dtype);
     }
   }
-  return out;
+  return _grad_inputs;
 }
 
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& scale, double offset, int64_t power, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t, const at::Tensor& scale__t) {
+at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& scale, double offset, int64_t power, [[maybe_unused]] const at::Tensor& result, const at::Tensor& x__t, const at::Tensor& scale__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
@@ -383,31 +385,31 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const 
 at::Tensor scale_rows_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
   opgen::check_defined(x, "golden.scale_rows", "x");
   opgen::check_defined(scale, "golden.scale_rows", "scale");
-  c10::intrusive_ptr<ScaleRowsBackward> grad_fn;
+  c10::intrusive_ptr<ScaleRowsBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x, scale)) {
-    grad_fn = c10::make_intrusive<ScaleRowsBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x, scale));
-    grad_fn->x_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
-    grad_fn->scale_ = torch::autograd::SavedVariable(scale, /*is_output=*/false);
-    grad_fn->offset = offset.toDouble();
-    grad_fn->power = power;
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
-    grad_fn->scale__shape = scale.sym_sizes().vec();
-    grad_fn->scale__dtype = scale.scalar_type();
+    _grad_fn = c10::make_intrusive<ScaleRowsBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x, scale));
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/false);
+    _grad_fn->scale__saved = torch::autograd::SavedVariable(scale, /*is_output=*/false);
+    _grad_fn->offset__attr = offset.toDouble();
+    _grad_fn->power__attr = power;
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
+    _grad_fn->scale__shape = scale.sym_sizes().vec();
+    _grad_fn->scale__dtype = scale.scalar_type();
   }
   at::Tensor result;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, scale, offset, power);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x, scale, offset, power);
   }
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
   }
   if (opgen::has_forward_grad({ x, scale })) {
     // Formulas read the primals, as in ATen, so the tangent has no tangent of its own.
-    at::Tensor _tangent = tangent(x._fw_primal(/*level=*/0), scale._fw_primal(/*level=*/0), offset.toDouble(), power, result, x._fw_grad(/*level=*/0), scale._fw_grad(/*level=*/0));
+    at::Tensor _tangent = _tangent_of(x._fw_primal(/*level=*/0), scale._fw_primal(/*level=*/0), offset.toDouble(), power, result, x._fw_grad(/*level=*/0), scale._fw_grad(/*level=*/0));
     result._set_fw_grad(_tangent, /*level=*/0, /*is_inplace_op=*/false);
   }
   return result;

@@ -238,7 +238,7 @@ TORCH_LIBRARY_IMPL(golden, Meta, m) {
 namespace golden {
 namespace {
 
-const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double)>& forward_op() {
+const c10::TypedOperatorHandle<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("golden::sincos", "")
       .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, double)>();
@@ -251,13 +251,13 @@ struct SincosBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    x_.reset_data();
+    x__saved.reset_data();
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable x_;
-  double scale;
+  torch::autograd::SavedVariable x__saved;
+  double scale__attr;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype;
   // The outputs' shape and options: an output that gets no gradient contributes zeros.
@@ -265,37 +265,38 @@ struct SincosBackward : public torch::autograd::TraceableFunction {
   at::TensorOptions _out_options;
 };
 
-torch::autograd::variable_list SincosBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(1);
-  if (!grads[0].defined() && !grads[1].defined()) {
-    return out;
+torch::autograd::variable_list SincosBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(1);
+  if (!_grads[0].defined() && !_grads[1].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor x = x_.unpack();
-  const at::Tensor grad_sin = grads[0].defined() ? grads[0] : at::zeros_symint(_out_shape, _out_options);
-  const at::Tensor grad_cos = grads[1].defined() ? grads[1] : at::zeros_symint(_out_shape, _out_options);
+  const at::Tensor x = x__saved.unpack();
+  [[maybe_unused]] const double& scale = scale__attr;
+  const at::Tensor grad_sin = _grads[0].defined() ? _grads[0] : at::zeros_symint(_out_shape, _out_options);
+  const at::Tensor grad_cos = _grads[1].defined() ? _grads[1] : at::zeros_symint(_out_shape, _out_options);
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad_sin.options()); };
-    if (task_should_compute_output(0)) {
-      out[0] = at::sum_to([&] { const at::Tensor _c0 = at::mul(_s(static_cast<double>(scale)), x); return at::add(at::mul(grad_sin, at::mul(at::cos(_c0), _s(static_cast<double>(scale)))), at::mul(grad_cos, at::neg(at::mul(at::sin(_c0), _s(static_cast<double>(scale)))))); }(), x__shape).to(x__dtype);
+    if (this->task_should_compute_output(0)) {
+      _grad_inputs[0] = at::sum_to([&] { const at::Tensor _c0 = at::mul(_s(static_cast<double>(scale)), x); return at::add(at::mul(grad_sin, at::mul(at::cos(_c0), _s(static_cast<double>(scale)))), at::mul(grad_cos, at::neg(at::mul(at::sin(_c0), _s(static_cast<double>(scale)))))); }(), x__shape).to(x__dtype);
     }
-    return out;
+    return _grad_inputs;
   }
-  if (task_should_compute_output(0)) {
+  if (this->task_should_compute_output(0)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("golden::sincos_backward", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, c10::SymIntArrayRef)>();
     const at::Tensor _g = _backward.call(grad_sin, grad_cos, x, scale, x__shape);
-    out[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
+    _grad_inputs[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
-  return out;
+  return _grad_inputs;
 }
 
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise); with
 // several outputs, an output's tangent takes the terms of its own grad_<output> (the others are 0).
-at::Tensor tangent_sin([[maybe_unused]] const at::Tensor& x, double scale, [[maybe_unused]] const at::Tensor& sin, [[maybe_unused]] const at::Tensor& cos, const at::Tensor& x__t) {
+at::Tensor _tangent_of_sin([[maybe_unused]] const at::Tensor& x, double scale, [[maybe_unused]] const at::Tensor& sin, [[maybe_unused]] const at::Tensor& cos, const at::Tensor& x__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
@@ -306,7 +307,7 @@ at::Tensor tangent_sin([[maybe_unused]] const at::Tensor& x, double scale, [[may
   return _tangent.defined() ? _tangent.expand_symint(sin.sym_sizes()).to(sin.scalar_type()) : _tangent;
 }
 
-at::Tensor tangent_cos([[maybe_unused]] const at::Tensor& x, double scale, [[maybe_unused]] const at::Tensor& sin, [[maybe_unused]] const at::Tensor& cos, const at::Tensor& x__t) {
+at::Tensor _tangent_of_cos([[maybe_unused]] const at::Tensor& x, double scale, [[maybe_unused]] const at::Tensor& sin, [[maybe_unused]] const at::Tensor& cos, const at::Tensor& x__t) {
   at::Tensor _tangent;
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
@@ -319,34 +320,34 @@ at::Tensor tangent_cos([[maybe_unused]] const at::Tensor& x, double scale, [[may
 
 std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, double scale) {
   opgen::check_defined(x, "golden.sincos", "x");
-  c10::intrusive_ptr<SincosBackward> grad_fn;
+  c10::intrusive_ptr<SincosBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(x)) {
-    grad_fn = c10::make_intrusive<SincosBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
-    grad_fn->x_ = torch::autograd::SavedVariable(x, /*is_output=*/false);
-    grad_fn->scale = scale;
-    grad_fn->x__shape = x.sym_sizes().vec();
-    grad_fn->x__dtype = x.scalar_type();
+    _grad_fn = c10::make_intrusive<SincosBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/false);
+    _grad_fn->scale__attr = scale;
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
   }
   std::tuple<at::Tensor, at::Tensor> result;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, x, scale);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, x, scale);
   }
   const at::Tensor& sin = std::get<0>(result);
   const at::Tensor& cos = std::get<1>(result);
-  if (grad_fn) {
-    torch::autograd::set_history(sin, grad_fn);  // output 0 of the node
-    torch::autograd::set_history(cos, grad_fn);  // output 1 of the node
-    grad_fn->_out_shape = sin.sym_sizes().vec();
-    grad_fn->_out_options = sin.options();
+  if (_grad_fn) {
+    torch::autograd::set_history(sin, _grad_fn);  // output 0 of the node
+    torch::autograd::set_history(cos, _grad_fn);  // output 1 of the node
+    _grad_fn->_out_shape = sin.sym_sizes().vec();
+    _grad_fn->_out_options = sin.options();
   }
   if (opgen::has_forward_grad({ x })) {
     // Formulas read the primals, as in ATen, so the tangent has no tangent of its own.
     // Every tangent is computed before any is set: the formulas read the outputs as primals.
-    const at::Tensor _tangent_sin = tangent_sin(x._fw_primal(/*level=*/0), scale, sin, cos, x._fw_grad(/*level=*/0));
-    const at::Tensor _tangent_cos = tangent_cos(x._fw_primal(/*level=*/0), scale, sin, cos, x._fw_grad(/*level=*/0));
+    const at::Tensor _tangent_sin = _tangent_of_sin(x._fw_primal(/*level=*/0), scale, sin, cos, x._fw_grad(/*level=*/0));
+    const at::Tensor _tangent_cos = _tangent_of_cos(x._fw_primal(/*level=*/0), scale, sin, cos, x._fw_grad(/*level=*/0));
     if (_tangent_sin.defined()) {
       sin._set_fw_grad(_tangent_sin, /*level=*/0, /*is_inplace_op=*/false);
     }

@@ -284,7 +284,7 @@ TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
 namespace golden {
 namespace {
 
-const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>& forward_op() {
+const c10::TypedOperatorHandle<at::Tensor(const at::Tensor&, const at::Tensor&, double)>& _forward_op() {
   static const auto _handle = c10::Dispatcher::singleton()
       .findSchemaOrThrow("golden::weighted_sum", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
@@ -299,50 +299,51 @@ struct WeightedSumBackward : public torch::autograd::TraceableFunction {
   void release_variables() override {
   }
 
-  torch::autograd::variable_list apply(torch::autograd::variable_list&& grads) override;
+  torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  double weight;
+  double weight__attr;
   std::vector<c10::SymInt> a__shape;
   at::ScalarType a__dtype;
   std::vector<c10::SymInt> b__shape;
   at::ScalarType b__dtype;
 };
 
-torch::autograd::variable_list WeightedSumBackward::apply(torch::autograd::variable_list&& grads) {
-  torch::autograd::variable_list out(2);
-  if (!grads[0].defined()) {
-    return out;
+torch::autograd::variable_list WeightedSumBackward::apply(torch::autograd::variable_list&& _grads) {
+  torch::autograd::variable_list _grad_inputs(2);
+  if (!_grads[0].defined()) {
+    return _grad_inputs;
   }
-  const at::Tensor& grad = grads[0];
+  [[maybe_unused]] const double& weight = weight__attr;
+  const at::Tensor& grad = _grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    if (task_should_compute_output(0)) {
-      out[0] = at::sum_to(at::mul(grad, _s(static_cast<double>(weight))), a__shape).to(a__dtype);
+    if (this->task_should_compute_output(0)) {
+      _grad_inputs[0] = at::sum_to(at::mul(grad, _s(static_cast<double>(weight))), a__shape).to(a__dtype);
     }
-    if (task_should_compute_output(1)) {
-      out[1] = at::sum_to(grad, b__shape).to(b__dtype);
+    if (this->task_should_compute_output(1)) {
+      _grad_inputs[1] = at::sum_to(grad, b__shape).to(b__dtype);
     }
-    return out;
+    return _grad_inputs;
   }
-  if (task_should_compute_output(0)) {
+  if (this->task_should_compute_output(0)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("golden::weighted_sum_backward", "")
         .typed<at::Tensor(const at::Tensor&, double, c10::SymIntArrayRef)>();
     const at::Tensor _g = _backward.call(grad, weight, a__shape);
-    out[0] = _g.scalar_type() == a__dtype ? _g : _g.to(a__dtype);
+    _grad_inputs[0] = _g.scalar_type() == a__dtype ? _g : _g.to(a__dtype);
   }
-  if (task_should_compute_output(1)) {
+  if (this->task_should_compute_output(1)) {
     // the gradient of 'b' is grad itself, only reduced to its shape (no copy, as in ATen's AddBackward)
-    out[1] = at::sum_to(grad, b__shape).to(b__dtype);
+    _grad_inputs[1] = at::sum_to(grad, b__shape).to(b__dtype);
   }
-  return out;
+  return _grad_inputs;
 }
 
 // Forward-mode AD (torch.autograd.forward_ad, torch.func.jvp): the result's tangent is the sum,
 // over the inputs that have one, of that input's gradient formula with `grad` replaced by its
 // tangent. The formulas of a pointwise op are linear in `grad` (ATen's auto_element_wise).
-at::Tensor tangent([[maybe_unused]] const at::Tensor& a, [[maybe_unused]] const at::Tensor& b, double weight, [[maybe_unused]] const at::Tensor& result, const at::Tensor& a__t, const at::Tensor& b__t) {
+at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& a, [[maybe_unused]] const at::Tensor& b, double weight, [[maybe_unused]] const at::Tensor& result, const at::Tensor& a__t, const at::Tensor& b__t) {
   at::Tensor _tangent;
   if (a__t.defined()) {
     const at::Tensor& grad = a__t;
@@ -362,28 +363,28 @@ at::Tensor tangent([[maybe_unused]] const at::Tensor& a, [[maybe_unused]] const 
 at::Tensor weighted_sum_autograd(c10::DispatchKeySet _ks, const at::Tensor& a, const at::Tensor& b, double weight) {
   opgen::check_defined(a, "golden.weighted_sum", "a");
   opgen::check_defined(b, "golden.weighted_sum", "b");
-  c10::intrusive_ptr<WeightedSumBackward> grad_fn;
+  c10::intrusive_ptr<WeightedSumBackward> _grad_fn;
   if (torch::autograd::compute_requires_grad(a, b)) {
-    grad_fn = c10::make_intrusive<WeightedSumBackward>();
-    grad_fn->set_next_edges(torch::autograd::collect_next_edges(a, b));
-    grad_fn->weight = weight;
-    grad_fn->a__shape = a.sym_sizes().vec();
-    grad_fn->a__dtype = a.scalar_type();
-    grad_fn->b__shape = b.sym_sizes().vec();
-    grad_fn->b__dtype = b.scalar_type();
+    _grad_fn = c10::make_intrusive<WeightedSumBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(a, b));
+    _grad_fn->weight__attr = weight;
+    _grad_fn->a__shape = a.sym_sizes().vec();
+    _grad_fn->a__dtype = a.scalar_type();
+    _grad_fn->b__shape = b.sym_sizes().vec();
+    _grad_fn->b__dtype = b.scalar_type();
   }
   at::Tensor result;
   {
     // below Autograd with the keys this call came with, as ATen's VariableType kernels redispatch
     at::AutoDispatchBelowADInplaceOrView _guard;
-    result = forward_op().redispatch(_ks & c10::after_autograd_keyset, a, b, weight);
+    result = _forward_op().redispatch(_ks & c10::after_autograd_keyset, a, b, weight);
   }
-  if (grad_fn) {
-    torch::autograd::set_history(result, grad_fn);
+  if (_grad_fn) {
+    torch::autograd::set_history(result, _grad_fn);
   }
   if (opgen::has_forward_grad({ a, b })) {
     // Formulas read the primals, as in ATen, so the tangent has no tangent of its own.
-    at::Tensor _tangent = tangent(a._fw_primal(/*level=*/0), b._fw_primal(/*level=*/0), weight, result, a._fw_grad(/*level=*/0), b._fw_grad(/*level=*/0));
+    at::Tensor _tangent = _tangent_of(a._fw_primal(/*level=*/0), b._fw_primal(/*level=*/0), weight, result, a._fw_grad(/*level=*/0), b._fw_grad(/*level=*/0));
     result._set_fw_grad(_tangent, /*level=*/0, /*is_inplace_op=*/false);
   }
   return result;
