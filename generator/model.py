@@ -441,12 +441,12 @@ class _SpecParser:
         text = str(text)
         try:
             e = E.parse_expr(text)
-            kind = E.typecheck(e, scope)
-            for node in E.walk(e):
+            for node in E.walk(e):  # before the type check, which would only say the name isn't a number
                 if isinstance(node, E.Name) and scope.names.get(node.id) == "unusable":
-                    raise E.ExprError(node.col, f"'{node.id}' is a list or optional attribute and can't be used in an expression")
+                    raise E.ExprError(node.col, f"'{node.id}' is a list or optional argument and can't be used in an expression")
                 if isinstance(node, E.Num) and isinstance(node.value, float) and not math.isfinite(node.value):
                     raise E.ExprError(node.col, "numeric literals must be finite")
+            kind = E.typecheck(e, scope)
         except E.ExprError as ex:
             raise SpecError(self.src.inner_location(path, ex.col), ex.message) from None
         return e, kind

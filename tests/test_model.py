@@ -80,6 +80,7 @@ CASES = [
     ("  a: grad * weight", "  a: grad * weight * undefined", 8, 22, "unknown name 'undefined' in gradient formula"),
     ("weighted_sum(Tensor a", "weighted_sum(Tensr a", 1, 25, "unknown type 'Tensr'"),
     ("float weight=1.0", "float weight=one", 1, 61, "a float default must be a number"),
+    ("float weight=1.0", "float? weight=None", 6, 14, "'weight' is a list or optional argument and can't be used in an expression"),
 ]
 
 
