@@ -406,3 +406,27 @@ def test_schemas_stay_within_the_dispatchers_64_arguments(attributes, gradient, 
     # one argument fewer fits: the backward's gradient, saved input and shape, and the attributes make 64
     fits = parse(_scale(attributes - 1, gradient=gradient, variants=variants), "scale")
     assert len(fits.schema.arguments) == attributes
+
+
+def test_generated_shape_violation_test_targets_an_input_the_op_checks():
+    """The generated property test breaks one input's shape and expects the error to name it: a
+    plain Tensor that the op checks against the first (not a list, nor one a hand-written kernel's
+    `same(x)` rule leaves alone)."""
+    from opgen.dest.tests import _shape_violations
+
+    sum_of = """\
+    signature: sum_of(Tensor x, Tensor[] rest, Tensor y, Tensor? extra=None) -> Tensor
+    dtypes: [floating]
+    shape: same(x)
+    kernel:
+      cpu: sum_of.cpu.cpp
+    reference: x + y
+    """
+    assert _shape_violations(parse(sum_of, "sum_of")) == []
+    assert _shape_violations(parse(sum_of.replace("same(x)", "broadcast(x, y)"), "sum_of")) == [2]
+    assert _shape_violations(parse(sum_of.replace("same(x)", "broadcast(y)"), "sum_of")) == []
+    assert _shape_violations(parse(LINEAR, "linear")) == []
+    relu = "signature: relu(Tensor x)-> Tensor\ndtypes: [floating]\nshape: same(x)\nkernel:\n  pointwise: maximum(x, 0)\n"
+    assert _shape_violations(parse(relu, "relu")) == []
+    gated = relu.replace("relu(Tensor x)", "gated(Tensor x, Tensor g)").replace("maximum(x, 0)", "x * g")
+    assert _shape_violations(parse(gated, "gated")) == [1]  # a pointwise op checks g broadcasts to same(x)

@@ -37,6 +37,20 @@ def _backward(op: OpSpec) -> dict | None:
             "grads": list(p.grads), "results": list(p.results)}
 
 
+def _shape_violations(op: OpSpec) -> list[int]:
+    """The tensor input the test gives a shape that does not broadcast with the first's: one the
+    op checks against it (a pointwise op checks every input; a hand-written one those its
+    broadcast rule names), and a plain Tensor, not a list or an optional."""
+    if op.shape.kind == "explicit" or op.test.shapes:
+        return []
+    inputs = op.tensor_inputs
+    if op.is_custom and not (op.shape.kind == "broadcast" and inputs[0].name in op.shape.tensors):
+        return []
+    checked = [i for i, a in enumerate(inputs) if i > 0 and not (a.type.is_list or a.type.optional)
+               and (not op.is_custom or a.name in op.shape.tensors)]
+    return checked[:1]
+
+
 def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
     supported = {d.name for d in op.dtypes}
     unsupported = [n for n in ("int64", "bool", "float64", "float16", "bfloat16") if n not in supported and n in DTYPES][:3]
@@ -52,7 +66,7 @@ def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
         unsupported=unsupported,
         backward=_backward(op),
         backward_dtypes=tuple(d for d in ("float32", "float64") if d in supported),
-        shape_violations=[1] if len(op.tensor_inputs) >= 2 and op.shape.kind != "explicit" and not op.test.shapes else [],
+        shape_violations=_shape_violations(op),
         failing_attributes=[(a, c) for a, c in testing.invalid_attribute_sets(op)],
     )
     return GeneratedFile(f"tests/test_{op.name}_properties.py", text, op.path)
