@@ -151,7 +151,7 @@ def test_handwritten_kernel_parses_and_round_trips():
     ("  x: grad.mm(w)", "  x: grad.t(0)", "'t' takes 0 arguments, got 1"),
     ("  x: grad.mm(w)", "  y: grad", "'y' is not a tensor input; gradients are for: x, w, bias"),
     ("shape: [x.size(0), w.size(0)]", "shape: same(bias)", "the shape rule can use plain 'Tensor' inputs"),
-    ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' is not a tensor"),
+    ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' is a list or optional argument and can't be used in an expression"),
     ("Tensor? bias=None)", "Tensor? bias=None, float out=1.0)",
      "argument name 'out' is the hand-written kernel's output parameter (void linear_cpu(const at::Tensor& out, ...)); rename it"),
 ])
