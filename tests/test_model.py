@@ -95,8 +95,12 @@ def test_located_errors(old, new, line, col, message):
 
 def test_name_must_match_file():
     e = error(GOOD, path="specs/other.yaml")
-    assert "op name 'weighted_sum' must equal the file name 'other'" in e.message
+    assert e.message.endswith("op name 'weighted_sum' must equal the file name 'other'; rename the file to "
+                              "weighted_sum.yaml or the op to other")
     assert (e.location.line, e.location.col) == (1, 12)
+    # a stem that is no valid op name is not offered as one
+    e = error(GOOD, path="specs/Weighted-Sum.yaml")
+    assert e.message.endswith("the file name 'Weighted-Sum'; rename the file to weighted_sum.yaml"), e.message
 
 
 @pytest.mark.parametrize(
