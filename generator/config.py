@@ -11,6 +11,24 @@ from .errors import Location, OpgenError, SpecError, did_you_mean
 
 DEFAULTS = {"namespace": "opgen_ops", "specs": "specs", "output": "generated", "build": "build"}
 NAMESPACE = re.compile(r"[a-z][a-z0-9_]*\Z")
+# Operator namespaces PyTorch registers itself (torch 2.13's dispatcher after `import torch`, and
+# those its Python modules define): a library claiming one aborts the process that loads it.
+TORCH_NAMESPACES = frozenset(
+    """aten c10d debug_mode_ops debugprims export higher_order inductor inductor_prims mkl mkldnn mkldnn_prepacked
+    onednn prim prims profiler quantization quantized quantized_decomposed rngprims sparse static_runtime symm_mem""".split()
+)
+
+
+def namespace_problem(namespace: str) -> str | None:
+    """Why ``namespace`` can't name a project's ops (torch.ops.<ns>, C++ namespace, Python package), or None."""
+    from .schema import reserved_reason
+
+    if not NAMESPACE.match(namespace):
+        return "use lowercase letters, digits and '_', starting with a letter"
+    if namespace in TORCH_NAMESPACES:
+        return f"torch.ops.{namespace} is PyTorch's own (a library registering it aborts when it loads); choose another"
+    reason = reserved_reason(namespace)
+    return f"{reason}; choose another" if reason else None
 
 
 @dataclass(frozen=True)
@@ -54,8 +72,8 @@ def load_config(root: str | Path | None = None) -> ProjectConfig:
     for key, value in values.items():
         if not isinstance(value, str) or not value:
             raise SpecError(loc, f"[tool.opgen]: '{key}' must be a non-empty string")
-    if not NAMESPACE.match(values["namespace"]):
-        raise SpecError(loc, "[tool.opgen]: namespace must be lowercase letters, digits and '_', starting with a letter")
+    if problem := namespace_problem(values["namespace"]):
+        raise SpecError(loc, f"[tool.opgen]: invalid namespace '{values['namespace']}': {problem}")
     for key in ("specs", "output", "build"):
         p = Path(values[key])
         if p.is_absolute() or ".." in p.parts:

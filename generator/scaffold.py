@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from .config import NAMESPACE, ProjectConfig
+from .config import ProjectConfig, namespace_problem
 from .errors import OpgenError
 from .schema import reserved_reason
 
@@ -81,8 +81,8 @@ def init_project(root: Path, namespace: str | None) -> Path:
         namespace = re.sub(r"[^a-z0-9_]", "_", root.name.lower()).strip("_") or "ops"
         if not namespace[0].isalpha():
             namespace = "ops_" + namespace
-    if not NAMESPACE.match(namespace) or reserved_reason(namespace):
-        raise OpgenError(f"invalid namespace '{namespace}'; use lowercase letters, digits and '_' (pass --namespace)")
+    if problem := namespace_problem(namespace):
+        raise OpgenError(f"invalid namespace '{namespace}': {problem} (pass --namespace)")
     root.mkdir(parents=True, exist_ok=True)
     (root / "pyproject.toml").write_text(PYPROJECT_TEMPLATE.format(name=root.name, namespace=namespace), encoding="utf-8")
     (root / ".gitignore").write_text("build/\n__pycache__/\ngenerated/.opgen.lock\n", encoding="utf-8")

@@ -206,6 +206,15 @@ def test_usage_errors_exit_2(tmp_path, capsys):
     assert "pyproject.toml: not found" in capsys.readouterr().err
     (tmp_path / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "Bad-Name"\n')
     assert main(["--project", str(tmp_path), "generate"]) == 2
+    # torch's own namespaces and words C++ or Python reserve would build a library that can't load
+    for namespace, why in (("aten", "torch.ops.aten is PyTorch's own (a library registering it aborts when it loads)"),
+                           ("torch", "'torch' is reserved in the generated C++"), ("class", "'class' is a Python keyword")):
+        capsys.readouterr()
+        (tmp_path / "pyproject.toml").write_text(f'[tool.opgen]\nnamespace = "{namespace}"\n')
+        assert main(["--project", str(tmp_path), "generate"]) == 2
+        assert f"[tool.opgen]: invalid namespace '{namespace}': {why}; choose another" in capsys.readouterr().err
+        assert main(["init", str(tmp_path / namespace), "--namespace", namespace]) == 2
+        assert f"invalid namespace '{namespace}': {why}; choose another (pass --namespace)" in capsys.readouterr().err
     (tmp_path / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "ok"\nspecz = "x"\n')
     assert main(["--project", str(tmp_path), "generate"]) == 2
     assert "did you mean 'specs'?" in capsys.readouterr().err
@@ -334,3 +343,15 @@ def test_nvcc_is_named_the_same_however_it_is_found(tmp_path, monkeypatch):
     via_link = build._nvcc()
     monkeypatch.setenv("CUDA_HOME", str(real))
     assert via_link == build._nvcc() == str(nvcc)
+
+
+def test_torch_namespaces_list_every_namespace_torch_registers():
+    """config.TORCH_NAMESPACES is written out (generate does not import torch): it must hold every
+    namespace this torch's dispatcher has that a project could name (a letter first)."""
+    from opgen.config import TORCH_NAMESPACES
+
+    # a fresh process: this one may have loaded op libraries of its own
+    code = "import torch; print(' '.join({n.split('::')[0] for n in torch._C._dispatch_get_all_op_names()}))"
+    registered = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split())
+    assert "aten" in registered
+    assert not (missing := {n for n in registered if n[0].isalpha()} - TORCH_NAMESPACES), sorted(missing)
