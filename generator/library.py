@@ -52,10 +52,23 @@ def make_library(config: ProjectConfig, ops: list[OpSpec], errors: list[SpecErro
         if op.name in seen:
             errors.append(SpecError(Location(op.path, 1, 1), f"op '{op.name}' is also defined in {seen[op.name].path}; keep one file per op"))
         seen[op.name] = op
+    for op in ops:
+        for name, what in _derived_op_names(op):
+            if name in seen:
+                errors.append(SpecError(Location(seen[name].path, 1, 1), f"op '{name}' has the name of {what} of '{op.name}' "
+                                                                        f"({op.path}); rename it"))
     if errors:
-        raise SpecErrors(errors)
+        raise SpecErrors(sorted(errors, key=lambda e: e.location.path))
     ops.sort(key=lambda op: op.name)
     return dataclasses.replace(library_shell(config), ops=tuple(ops))
+
+
+def _derived_op_names(op: OpSpec) -> list[tuple[str, str]]:
+    """The other operators an op registers under names made from its own."""
+    names = [(f"{op.name}_", "the in-place variant")] if "inplace" in op.variants else []
+    if op.gradient is not None and not op.is_reduction and (not op.is_custom or op.gradient.kernel is not None):
+        names.append((f"{op.name}_backward", "the backward op"))
+    return names
 
 
 def library_shell(config: ProjectConfig) -> Library:

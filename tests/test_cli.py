@@ -114,6 +114,22 @@ def test_errors_from_several_specs_are_all_reported(project, capsys):
     assert "specs/relu.yaml:1:1: error: missing required key 'dtypes'" in err
 
 
+def test_an_op_may_not_take_the_name_of_another_ops_variant_or_backward(project, capsys):
+    """relu registers relu_ (in-place) and relu_backward: a spec of either name would register
+    it twice, which aborts the process loading the library."""
+    spec = (project / "specs/clamp.yaml").read_text()
+    for name in ("relu_", "relu_backward", "weighted_sum_backward"):
+        (project / f"specs/{name}.yaml").write_text(spec.replace("clamp(", f"{name}("))
+    before = snapshot(project)
+    assert run(project, "generate") == 2
+    err = capsys.readouterr().err
+    assert err.index("specs/relu_.yaml") < err.index("specs/relu_backward.yaml") < err.index("specs/weighted_sum_backward")
+    assert "specs/relu_.yaml:1:1: error: op 'relu_' has the name of the in-place variant of 'relu' (specs/relu.yaml); rename it" in err
+    assert "specs/relu_backward.yaml:1:1: error: op 'relu_backward' has the name of the backward op of 'relu'" in err
+    assert "op 'weighted_sum_backward' has the name of the backward op of 'weighted_sum'" in err
+    assert snapshot(project) == before
+
+
 def test_generation_is_deterministic_across_hash_seeds_and_folders(project, tmp_path):
     outputs = []
     for seed, where in (("1", project), ("2", tmp_path / "copy")):
