@@ -9,7 +9,9 @@ inside the signature text so the model can point at the exact character.
 from __future__ import annotations
 
 import keyword
+import math
 import re
+import sys
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Union
@@ -190,6 +192,13 @@ _TOKEN = re.compile(
 _STRING_DEFAULT = re.compile(r"[A-Za-z0-9_ .\-]*\Z")
 
 
+def _is_normal_double(value: float, text: str) -> bool:
+    """Whether std::stod reads ``text`` (the literal of ``value``) without a range error."""
+    if value == 0.0:
+        return not re.search(r"[1-9]", re.split(r"[eE]", text)[0])  # 0e5, not 1e-400
+    return math.isfinite(value) and abs(value) >= sys.float_info.min
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
@@ -357,7 +366,12 @@ class _Parser:
                 raise SchemaError(col, f"a {base} default must be a number, found {text!r}")
             if base == "Scalar" and re.fullmatch(r"-?\d+", text):
                 return int(text)
-            return float(text)
+            value = float(text)
+            if not _is_normal_double(value, text):
+                raise SchemaError(col, f"a {base} default must be 0 or a normal double, found {text!r} (PyTorch reads "
+                                       "defaults with std::stod, and a library with one it can't read aborts when it "
+                                       "loads); for no bound use a large number such as 1e30")
+            return value
         if base == "str":
             if kind != "string":
                 raise SchemaError(col, f"a str default must be quoted, found {text!r}")

@@ -49,6 +49,11 @@ def test_parts():
         ("f(Tensor x, float w=1.0, Tensor y) -> Tensor", 25, "without a default follows one with a default"),
         ("f(Tensor x) -> Tensor; system('x')", 21, "unexpected character ';'"),
         ("f(Tensor __x) -> Tensor", 9, "names must start with a letter"),
+        ("f(Tensor x, float hi=inf) -> Tensor", 21, "a float default must be 0 or a normal double, found 'inf'"),
+        ("f(Tensor x, Scalar lo=-inf) -> Tensor", 22, "a Scalar default must be 0 or a normal double, found '-inf'"),
+        ("f(Tensor x, float w=1e-400) -> Tensor", 20, "for no bound use a large number such as 1e30"),
+        ("f(Tensor x, float w=1e-310) -> Tensor", 20, "(PyTorch reads defaults with std::stod"),
+        ("f(Tensor x, float w=1.8e308) -> Tensor", 20, "a float default must be 0 or a normal double"),
     ],
 )
 def test_errors_point_at_the_problem(text, col, message):
@@ -56,3 +61,13 @@ def test_errors_point_at_the_problem(text, col, message):
         FunctionSchema.parse(text)
     assert message in info.value.message
     assert info.value.col == col
+
+
+@pytest.mark.parametrize("default", ["0e5", "-0.0", "2.2250738585072014e-308", "1.7976931348623157e308", "1e30", ".5"])
+def test_float_defaults_that_torch_reads_are_accepted(default):
+    """The edges of what torch's schema parser (std::stod) takes, checked against torch itself."""
+    import torch
+
+    text = f"f(Tensor x, float w={default}) -> Tensor"
+    assert FunctionSchema.parse(text).attributes[0].default == float(default)
+    torch._C.parse_schema(str(FunctionSchema.parse(text)))
