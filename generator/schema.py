@@ -192,6 +192,16 @@ _TOKEN = re.compile(
 _STRING_DEFAULT = re.compile(r"[A-Za-z0-9_ .\-]*\Z")
 
 
+def _int64(text: str, col: int, base: str) -> int:
+    """An integer default, which PyTorch reads with std::stoll."""
+    value = int(text)
+    if not -(2**63) <= value < 2**63:
+        article = "an" if base == "int" else "a"
+        raise SchemaError(col, f"{article} {base} default must fit in int64, found {text!r} (PyTorch reads defaults "
+                               "with std::stoll, and a library with one it can't read aborts when it loads)")
+    return value
+
+
 def _is_normal_double(value: float, text: str) -> bool:
     """Whether std::stod reads ``text`` (the literal of ``value``) without a range error."""
     if value == 0.0:
@@ -360,12 +370,12 @@ class _Parser:
         if base in ("int", "SymInt"):
             if kind != "number" or not re.fullmatch(r"-?\d+", text):
                 raise SchemaError(col, f"an int default must be an integer, found {text!r}")
-            return int(text)
+            return _int64(text, col, base)
         if base == "float" or base == "Scalar":
             if kind != "number":
                 raise SchemaError(col, f"a {base} default must be a number, found {text!r}")
             if base == "Scalar" and re.fullmatch(r"-?\d+", text):
-                return int(text)
+                return _int64(text, col, base)
             value = float(text)
             if not _is_normal_double(value, text):
                 raise SchemaError(col, f"a {base} default must be 0 or a normal double, found {text!r} (PyTorch reads "

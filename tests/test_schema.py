@@ -54,6 +54,9 @@ def test_parts():
         ("f(Tensor x, float w=1e-400) -> Tensor", 20, "for no bound use a large number such as 1e30"),
         ("f(Tensor x, float w=1e-310) -> Tensor", 20, "(PyTorch reads defaults with std::stod"),
         ("f(Tensor x, float w=1.8e308) -> Tensor", 20, "a float default must be 0 or a normal double"),
+        ("f(Tensor x, int k=9223372036854775808) -> Tensor", 18, "an int default must fit in int64, found '9223372036854775808'"),
+        ("f(Tensor x, Scalar k=-9223372036854775809) -> Tensor", 21, "a Scalar default must fit in int64"),
+        ("f(Tensor x, int[2] k=[1, 99999999999999999999]) -> Tensor", 25, "(PyTorch reads defaults with std::stoll"),
     ],
 )
 def test_errors_point_at_the_problem(text, col, message):
@@ -63,11 +66,15 @@ def test_errors_point_at_the_problem(text, col, message):
     assert info.value.col == col
 
 
-@pytest.mark.parametrize("default", ["0e5", "-0.0", "2.2250738585072014e-308", "1.7976931348623157e308", "1e30", ".5"])
-def test_float_defaults_that_torch_reads_are_accepted(default):
-    """The edges of what torch's schema parser (std::stod) takes, checked against torch itself."""
+@pytest.mark.parametrize("argument", ["float w=0e5", "float w=-0.0", "float w=2.2250738585072014e-308",
+                                      "float w=1.7976931348623157e308", "float w=1e30", "float w=.5",
+                                      "int k=-9223372036854775808", "int k=9223372036854775807", "Scalar s=-9223372036854775808"])
+def test_defaults_that_torch_reads_are_accepted(argument):
+    """The edges of what torch's schema parser (std::stod, std::stoll) takes, checked against torch itself."""
     import torch
 
-    text = f"f(Tensor x, float w={default}) -> Tensor"
-    assert FunctionSchema.parse(text).attributes[0].default == float(default)
+    text = f"f(Tensor x, {argument}) -> Tensor"
+    default = FunctionSchema.parse(text).attributes[0].default
+    literal = argument.split("=")[1]
+    assert (default, type(default)) == ((float(literal), float) if "float" in argument else (int(literal), int))
     torch._C.parse_schema(str(FunctionSchema.parse(text)))
