@@ -168,6 +168,11 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(message: str) -> str:
+    """The message on one line: control and format characters it quotes from a spec, escaped."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def report_spec_errors(e: SpecErrors, error_format: str) -> None:
     for err in e.errors:
         if error_format == "github":
@@ -175,7 +180,7 @@ def report_spec_errors(e: SpecErrors, error_format: str) -> None:
             message = err.message.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
             print(f"::error file={loc.path},line={loc.line},col={loc.col}::{message}", file=sys.stderr)
         else:
-            print(f"{err.location}: error: {err.message}", file=sys.stderr)
+            print(f"{err.location}: error: {_one_line(err.message)}", file=sys.stderr)
     n = len(e.errors)
     print(f"opgen: {n} error{'s' if n > 1 else ''}; nothing was written", file=sys.stderr)
 

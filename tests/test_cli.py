@@ -130,6 +130,16 @@ def test_an_op_may_not_take_the_name_of_another_ops_variant_or_backward(project,
     assert snapshot(project) == before
 
 
+def test_each_error_is_one_line_whatever_the_spec_quotes(project, capsys):
+    """A message quoting spec text (an unknown dtype "\r", a bidi override) stays on one line."""
+    spec = (project / "specs/relu.yaml").read_text()
+    (project / "specs/relu.yaml").write_text(spec.replace("dtypes: [floating]", 'dtypes: ["a\\rb\\u202e\\nc"]'))
+    assert run(project, "generate") == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith("specs/relu.yaml:3:11: error: "), lines
+    assert "unknown dtype 'a\\rb\\u202e\\nc'" in lines[0], lines[0]
+
+
 def test_generation_is_deterministic_across_hash_seeds_and_folders(project, tmp_path):
     outputs = []
     for seed, where in (("1", project), ("2", tmp_path / "copy")):

@@ -33,6 +33,10 @@ SCALARS = st.one_of(
 )
 JUNK = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
                     max_leaves=12)
+# Defaults at and past the edges of what torch's schema parser reads (std::stod, std::stoll).
+EDGE_DEFAULTS = ["inf", "-inf", "nan", "1e309", "1e-400", "1e-310", "2.2250738585072014e-308", "1.7976931348623157e308",
+                 "9223372036854775807", "9223372036854775808", "-9223372036854775809", "0e5", "-0.0", "1e30", "None",
+                 "'tanh'", "[]", "[1, 2]", "True"]
 TOKEN_SOUP = st.lists(st.sampled_from(IDENTS + INJECTIONS + ["(", ")", ",", "+", "*", "/", ">", "0.5", "2", " "]),
                       min_size=1, max_size=12).map("".join)
 
@@ -43,7 +47,8 @@ def hostile_spec(draw):
     name = draw(st.sampled_from(sorted(SPECS)))
     doc = copy.deepcopy(SPECS[name])
     for _ in range(draw(st.integers(1, 3))):
-        action = draw(st.sampled_from(["replace", "soup", "unknown_key", "delete", "signature", "dtypes", "bytes", "deep"]))
+        action = draw(st.sampled_from(["replace", "soup", "unknown_key", "delete", "signature", "default", "dtypes", "bytes",
+                                       "deep"]))
         keys = sorted(doc) if isinstance(doc, dict) else []
         if action == "replace" and keys:
             doc[draw(st.sampled_from(keys))] = draw(JUNK)
@@ -59,6 +64,9 @@ def hostile_spec(draw):
             sig = str(doc.get("signature", f"{name}(Tensor x) -> Tensor"))
             pos = draw(st.integers(0, len(sig)))
             doc["signature"] = sig[:pos] + draw(st.sampled_from(INJECTIONS + IDENTS)) + sig[pos:]
+        elif action == "default" and isinstance(doc, dict):
+            sig = str(doc.get("signature", f"{name}(Tensor x) -> Tensor"))
+            doc["signature"] = re.sub(r"=[^,)]*", lambda m: "=" + draw(st.sampled_from(EDGE_DEFAULTS)), sig, count=1)
         elif action == "dtypes" and isinstance(doc, dict):
             doc["dtypes"] = draw(st.lists(st.sampled_from(["float32", "floating", "int64", "bool", "half", "complex64", 3]), max_size=4))
         elif action == "bytes":
@@ -83,6 +91,19 @@ def project(tmp_path_factory):
 
 def snapshot(folder: Path) -> dict[str, bytes]:
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file() and p.name != ".opgen.lock"}
+
+
+def assert_torch_reads_every_schema(op_file: Path) -> None:
+    """What opgen accepts, torch must register: every m.def schema of the op (the op, its out= and
+    in-place overloads, its backward op) parses, within the dispatcher's 64 arguments. A schema
+    torch can't read aborts the process loading the library."""
+    import torch
+
+    for literal in re.findall(r'm\.def\("((?:[^"\\]|\\.)*)"', op_file.read_text(encoding="utf-8")):
+        # undo opgen.api.cpp.string_literal: \" \\ \? and octal bytes
+        raw = re.sub(rb"\\([0-7]{3}|.)", lambda m: bytes([int(m[1], 8)]) if len(m[1]) == 3 else m[1], literal.encode())
+        schema = torch._C.parse_schema(raw.decode("utf-8"))
+        assert len(schema.arguments) <= 64, literal
 
 
 COUNT = {"cases": 0, "rejected": 0, "accepted": 0}
@@ -113,6 +134,7 @@ def test_hostile_specs_fail_cleanly_or_generate(project, capsys, case):
             assert snapshot(project / "generated") == before
         else:
             COUNT["accepted"] += 1
+            assert_torch_reads_every_schema(project / "generated" / "csrc" / "ops" / f"{stem}.cpp")
             csrc = {k: v for k, v in snapshot(project / "generated").items() if k.startswith("csrc/")}
             if stem not in ACCEPTED and csrc != {k: v for k, v in before.items() if k.startswith("csrc/")}:
                 ACCEPTED[stem] = raw
