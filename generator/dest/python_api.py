@@ -123,13 +123,13 @@ def reduction_reference(op: OpSpec) -> str:
     if k.combine in _TORCH_REDUCTIONS:
         value = f"{_TORCH_REDUCTIONS[k.combine]}({mapped}, {dims}, {keepdim})"
     else:
-        combine = "lambda _a, _b: " + (python.reference(E.rename(k.combine_expr, {"a": "_a", "b": "_b"}), scope)
-                                       if k.combine_expr is not None else "_a * _b")
+        custom = reduction.combine(k)
+        combine = "lambda _a, _b: " + (python.reference(custom, scope) if custom is not None else "_a * _b")
         identity = python.literal(k.identity if k.identity is not None else 1.0)
         value = f"_fold({mapped}, {dims}, {keepdim}, {combine}, {identity})"
     if k.post is None:
         return value
-    return f"(lambda _acc: {python.reference(E.rename(k.post, {'acc': '_acc'}), scope)})({value})"
+    return f"(lambda _acc: {python.reference(reduction.post(k), scope)})({value})"
 
 
 def emit_op(op: OpSpec, lib: Library) -> list[Part]:

@@ -32,6 +32,17 @@ class Reduction:
         return "".join(f", {a.name}" for a in self.attrs)
 
 
+def post(k: ReduceKernel) -> E.Expr | None:
+    """The post expression with the spec's `acc` as the generated code names it, `_acc`: an
+    attribute may be called acc (the map reads attributes)."""
+    return E.rename(k.post, {"acc": "_acc"}) if k.post is not None else None
+
+
+def combine(k: ReduceKernel) -> E.Expr | None:
+    """The custom combine over `_a` and `_b`, the generated code's names for the spec's a and b."""
+    return E.rename(k.combine_expr, {"a": "_a", "b": "_b"}) if k.combine_expr is not None else None
+
+
 def scope(op: OpSpec) -> E.Scope:
     s = ctx.kernel_scope(op)
     return E.Scope({**s.names, "_acc": E.TENSOR, "_a": E.TENSOR, "_b": E.TENSOR}, True, "reduction")
@@ -41,11 +52,7 @@ def scope(op: OpSpec) -> E.Scope:
 def reduction(op: OpSpec) -> Reduction:
     k = op.kernel
     assert isinstance(k, ReduceKernel)
-    # The spec's accumulators (post: acc; combine: a, b) as the C++ names them, with a leading '_':
-    # an attribute may be called a, b or acc (the map and post read attributes).
-    finishing = ([E.rename(k.post, {"acc": "_acc"})] if k.post is not None else []) + (
-        [E.rename(k.combine_expr, {"a": "_a", "b": "_b"})] if k.combine_expr is not None else [])
-    exprs = [k.map] + finishing
+    exprs = [k.map] + [e for e in (post(k), combine(k)) if e is not None]
     code = cpp_expr.kernel_code(exprs, scope(op), [op.shape.tensors[0]])
     used: set[str] = set()
     for e in exprs:
