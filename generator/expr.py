@@ -259,9 +259,9 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
     if isinstance(e, Unary):
         k = typecheck(e.operand, scope, memo)
         if e.op == "not":
-            if k != BOOL:
-                raise ExprError(e.col, "'not' needs a uniform condition (a comparison of attributes or sizes)")
-            return BOOL
+            if k not in (BOOL, MASK):
+                raise ExprError(e.col, f"'not' needs a condition (a comparison such as x > 0), not {_described(k)}")
+            return k
         _need_numeric(e.operand, k, "'-'")
         return k
     if isinstance(e, Binary):
@@ -289,10 +289,13 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
         _need_numeric(e.rhs, rk, f"'{e.op}'")
         return MASK if ELEM in (lk, rk) else BOOL
     if isinstance(e, BoolOp):
-        for v in e.values:
-            if typecheck(v, scope, memo) != BOOL:
-                raise ExprError(v.col, f"'{e.op}' needs uniform conditions; per-element conditions go into where(cond, a, b)")
-        return BOOL
+        # Per-element conditions (masks) combine like numpy's logical_and / logical_or: both sides
+        # are evaluated. Uniform ones short-circuit, which checks rely on.
+        kinds = [typecheck(v, scope, memo) for v in e.values]
+        for v, k in zip(e.values, kinds):
+            if k not in (BOOL, MASK):
+                raise ExprError(v.col, f"'{e.op}' needs a condition on each side (a comparison such as x > 0), not {_described(k)}")
+        return MASK if MASK in kinds else BOOL
     if isinstance(e, In):
         k = typecheck(e.operand, scope, memo)
         if k not in (STR, INT, NUM):
@@ -324,9 +327,8 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
             raise ExprError(e.col, f"{e.fn}() takes {fn.arity} argument(s), got {len(e.args)}")
         kinds = [typecheck(a, scope, memo) for a in e.args]
         if e.fn == "isfinite":
-            if kinds[0] not in (NUM, INT):
-                raise ExprError(e.col, "isfinite() takes an attribute or a number; it is for checks such as isfinite(eps)")
-            return BOOL
+            _need_numeric(e.args[0], kinds[0], "isfinite()")
+            return MASK if kinds[0] == ELEM else BOOL
         if e.fn == "where":
             if kinds[0] not in (MASK, BOOL):
                 raise ExprError(e.args[0].col, "the first argument of where() must be a condition, e.g. x > 0")
@@ -343,7 +345,15 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
 
 def _need_numeric(e: Expr, kind: str, what: str) -> None:
     if kind not in NUMERIC:
-        raise ExprError(e.col, f"{what} needs a number here, not a {kind}")
+        raise ExprError(e.col, f"{what} needs a number here, not {_described(kind)}")
+
+
+_DESCRIPTIONS = {ELEM: "a tensor element", MASK: "a per-element condition", NUM: "a number", INT: "an integer",
+                 BOOL: "a condition", STR: "a string", TENSOR: "a tensor"}
+
+
+def _described(kind: str) -> str:
+    return _DESCRIPTIONS.get(kind, f"a {kind}")
 
 
 def walk(e: Expr) -> list[Expr]:

@@ -50,7 +50,7 @@ FUNCTIONS: dict[str, Function] = {
         _f("pow", 2, "torch.pow({0}, {1})", "x to the power y", series=True),
         _f("clamp", 3, "torch.clamp({0}, {1}, {2})", "clamp(x, lo, hi) = minimum(maximum(x, lo), hi)"),
         _f("where", 3, "torch.where({0}, {1}, {2})", "where(cond, a, b): a where cond holds, else b"),
-        _f("isfinite", 1, "math.isfinite({0})", "true unless x is NaN or infinite; for attributes, in checks"),
+        _f("isfinite", 1, "torch.isfinite({0})", "true unless x is NaN or infinite (a condition)"),
     )
 }
 

@@ -46,3 +46,11 @@ def test_the_branches_of_a_uniform_where_are_blocks_of_their_own():
 def test_a_per_element_where_evaluates_its_operands_as_tensors():
     code = printed("where(x > 0, grad * sigmoid(x), grad * sigmoid(x) * x)")
     assert code.count("at::sigmoid(x)") == 1 and "at::where(at::gt(x, _s(0.0)), _c0, at::mul(_c0, x))" in code
+
+
+def test_masks_combine_with_logical_ops_and_per_call_conditions_become_0_dim_tensors():
+    scope = E.Scope({**SCOPE.names, "flag": E.BOOL}, True, "gradient formula")
+    code = aten(E.parse_expr("where(not (x > 1) and not flag or x < beta and not flag, grad, 0)"), scope)
+    # `not flag`, used twice, is a C++ bool each time, never bound as a tensor
+    assert code == ("at::where(at::logical_or(at::logical_and(at::logical_not(at::gt(x, _s(1.0))), _s((!flag) ? 1.0 : 0.0)), "
+                    "at::logical_and(at::lt(x, _s(static_cast<double>(beta))), _s((!flag) ? 1.0 : 0.0))), grad, _s(0.0))")

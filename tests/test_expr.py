@@ -23,6 +23,11 @@ SCOPE = E.Scope({"x": E.TENSOR, "y": E.TENSOR, "w": E.NUM, "n": E.INT, "flag": E
         ("w > 0 and not flag", E.BOOL),
         ("mode in ['a', 'b']", E.BOOL),
         ("isfinite(w) and w > 0", E.BOOL),
+        ("x > 0 and y > 0", E.MASK),
+        ("x < -w or flag or not (y >= 0)", E.MASK),
+        ("not (x > 0)", E.MASK),
+        ("isfinite(x)", E.MASK),
+        ("where(isfinite(x) and x > w, x, 0)", E.ELEM),
         ("clamp(x, -1, 1) ** 2", E.ELEM),
     ],
 )
@@ -43,12 +48,16 @@ def test_kinds(text, kind):
         ("exp(x, y)", 0, "exp() takes 1 argument(s), got 2"),
         ("exp(x=1)", 6, "keyword arguments"),
         ("where(x, x, y)", 6, "must be a condition"),
-        ("x > 0 and y > 0", 0, "'and' needs uniform conditions"),
-        ("mode + 1", 0, "needs a number here, not a str"),
+        ("x > 0 and y", 10, "'and' needs a condition on each side (a comparison such as x > 0), not a tensor element"),
+        ("x > 0 or w", 9, "'or' needs a condition on each side"),
+        ("not x", 0, "'not' needs a condition"),
+        ("(x > 0) + 1", 1, "'+' needs a number here, not a per-element condition"),
+        ("where(x > 0 and y > 0, x > 0, 0)", 23, "where() needs a number here, not a per-element condition"),
+        ("mode + 1", 0, "needs a number here, not a string"),
         ("x // 2", 0, "'//' is for sizes"),
         ("  foo * x", 2, "unknown name 'foo'"),
         ("exp", 0, "'exp' is a function: call it as exp(...)"),
-        ("where(isfinite(x), x, 0)", 6, "isfinite() takes an attribute or a number"),
+        ("isfinite(x > 0)", 9, "isfinite() needs a number here, not a per-element condition"),
         ("exp(" * 100 + "x" + ")" * 100, 260, "too deeply nested"),
     ],
 )
@@ -91,6 +100,16 @@ def test_powers_use_multiplication():
 def test_per_element_conditions_use_where():
     code = cpp_expr.kernel_code(E.parse_expr("where(x > 0, x, 0)"), SCOPE, ["x", "y"])
     assert code.body == "opgen::where(opgen::gt(x, _t(0.0)), x, _t(0.0))"
+
+
+def test_per_element_and_or_not_combine_masks_and_per_call_conditions():
+    code = cpp_expr.kernel_code(E.parse_expr("where(x >= -w and x <= w and not flag or isfinite(y), x, 0)"), SCOPE, ["x", "y"])
+    assert code.hoisted_conditions == ["(!flag)"]
+    assert code.body == ("opgen::where(opgen::logical_or(opgen::logical_and(opgen::ge(x, _u0), opgen::logical_and(opgen::le(x, _u1), _c0)),"
+                         " opgen::isfinite(y)), x, _t(0.0))")
+    scope = E.Scope({"x": E.TENSOR, "y": E.TENSOR, "flag": E.BOOL}, True, "kernel expression")
+    assert python.reference(E.parse_expr("x > 0 and not (y < 0) or flag"), scope) == "(((x > 0.0) & torch.logical_not((y < 0.0))) | flag)"
+    assert python.reference(E.parse_expr("where(isfinite(x), x, 0)"), scope) == "torch.where(torch.isfinite(x), x, _t(0.0))"
 
 
 def test_extrema_against_per_call_numbers_use_the_one_instruction_form():

@@ -137,9 +137,34 @@ BOUNDED = {"signature": "bounded(Tensor x, *, float lo=0.0) -> Tensor", "dtypes"
            "shape": "same(x)", "kernel": {"pointwise": "minimum(maximum(x, lo), 1)"},
            "reference": "torch.clamp(x, min=lo, max=1.0)"}
 
+# Per-element `and`, `or`, `not` and isfinite(), mixed with per-call conditions (a bool attribute):
+# lane masks on vectors, bools on scalars, a bool output when the whole kernel is a condition.
+BAND = {"signature": "band(Tensor x, Tensor y, *, float lo=-1.0, float hi=1.0, bool invert=False) -> Tensor",
+        "dtypes": ["float32", "float64", "bfloat16"], "shape": "broadcast(x, y)",
+        "kernel": {"pointwise": "where((not (x < lo or x > hi) and not invert or invert and (x < lo or x > hi)) "
+                                 "and isfinite(y) or y == 0 and not invert, x, y)"},
+        "gradient": "auto"}
+OUTSIDE = {"signature": "outside(Tensor x, *, float lo=-1.0, float hi=1.0, bool strict=False) -> Tensor",
+           "dtypes": ["float32", "float64", "bfloat16"], "shape": "same(x)",
+           "kernel": {"pointwise": "x < lo or x > hi or strict and not isfinite(x)"}}
+
 BOUNDED_SCRIPT = r"""
 import sys, torch, opgen
 ops = opgen.load(sys.argv[1])
+for dtype in (torch.float32, torch.float64, torch.bfloat16):
+    x = torch.randn(203, dtype=dtype) * 2
+    y = torch.randn(203, dtype=dtype)
+    x[::5], x[1::9], x[2::9] = float("nan"), float("inf"), -float("inf")
+    y[::7], y[3::11], y[4::13] = float("nan"), float("inf"), 0.0
+    for t, u in ((x, y), (x[::2], y[::2]), (x.view(7, 29).t(), y[:7])):  # flat loop, strided, broadcast
+        for invert in (False, True):
+            inside = ~((t < -0.5) | (t > 0.75))
+            keep = ((inside != invert) & u.isfinite()) | ((u == 0) & (not invert))
+            got = ops.band(t, u, lo=-0.5, hi=0.75, invert=invert)
+            assert torch.equal(got.nan_to_num(), torch.where(keep, t, u).nan_to_num()), (dtype, invert)
+            assert torch.equal(got.isnan(), torch.where(keep, t, u).isnan()), (dtype, invert)
+            want = (t < -0.5) | (t > 0.75) | (invert & ~t.isfinite())
+            assert torch.equal(ops.outside(t, lo=-0.5, hi=0.75, strict=invert), want), (dtype, invert)
 for dtype in (torch.float32, torch.float64, torch.bfloat16):
     x = torch.randn(203, dtype=dtype) * 2
     x[::5] = float("nan")
@@ -196,6 +221,8 @@ def test_init_generate_build_load(tmp_path, built_ops):
                "shape": "same(x)", "kernel": {"pointwise": "tanh(x)"}, "gradient": "auto"}
     (project / "specs" / "tanh_of.yaml").write_text(yaml.safe_dump(tanh_of))
     (project / "specs" / "bounded.yaml").write_text(yaml.safe_dump(BOUNDED))
+    (project / "specs" / "band.yaml").write_text(yaml.safe_dump(BAND))
+    (project / "specs" / "outside.yaml").write_text(yaml.safe_dump(OUTSIDE))
     (project / "specs" / "trap_names.yaml").write_text(yaml.safe_dump(TRAP_NAMES))
     (project / "specs" / "trap_sum.yaml").write_text(yaml.safe_dump(TRAP_SUM))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)

@@ -13,6 +13,7 @@
 #include <ATen/native/cpu/Loops.h>
 
 #include <cmath>
+#include <functional>
 #include <type_traits>
 
 namespace opgen {
@@ -68,6 +69,31 @@ inline Vec<T> select(const Vec<T>& m, const Vec<T>& a, const Vec<T>& b) {
   return Vec<T>::loadu(va);
 }
 
+// `op` of the lanes' bits.
+template <typename T, typename Op>
+inline Vec<T> bitwise(const Vec<T>& a, const Vec<T>& b, Op op) {
+  constexpr int n = Vec<T>::size();
+  __at_align__ bits_t<T> va[n];
+  __at_align__ bits_t<T> vb[n];
+  a.store(va);
+  b.store(vb);
+  for (int i = 0; i < n; ++i) {
+    va[i] = op(va[i], vb[i]);
+  }
+  return Vec<T>::loadu(va);
+}
+
+// Every bit set in every lane: the mask of a condition that holds everywhere.
+template <typename T>
+inline Vec<T> all_set() {
+  constexpr int n = Vec<T>::size();
+  __at_align__ bits_t<T> m[n];
+  for (int i = 0; i < n; ++i) {
+    m[i] = -1;
+  }
+  return Vec<T>::loadu(m);
+}
+
 }  // namespace lanes
 
 // The expression language's comparisons: a bool for numbers, a lane mask for vectors.
@@ -89,6 +115,41 @@ OPGEN_COMPARE(eq, ==)
 OPGEN_COMPARE(ne, !=)
 #undef OPGEN_COMPARE
 #undef OPGEN_VEC_COMPARE
+
+// isfinite(x): x - x is 0 unless x is NaN or infinite.
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+inline bool isfinite(T x) { return std::isfinite(x); }
+template <typename T>
+inline Vec<T> isfinite(const Vec<T>& x) { return eq(x - x, Vec<T>(T(0))); }
+
+// The expression language's `and`, `or` and `not` of conditions: bools for numbers, lane masks
+// for vectors. A per-call condition (a bool) beside a mask keeps or clears every lane.
+inline bool logical_and(bool a, bool b) { return a && b; }
+inline bool logical_or(bool a, bool b) { return a || b; }
+inline bool logical_not(bool a) { return !a; }
+#if OPGEN_GENERIC_VEC
+template <typename T>
+inline Vec<T> logical_and(const Vec<T>& a, const Vec<T>& b) { return lanes::bitwise(a, b, std::bit_and<>()); }
+template <typename T>
+inline Vec<T> logical_or(const Vec<T>& a, const Vec<T>& b) { return lanes::bitwise(a, b, std::bit_or<>()); }
+template <typename T>
+inline Vec<T> logical_not(const Vec<T>& a) { return lanes::bitwise(a, lanes::all_set<T>(), std::bit_xor<>()); }
+#else
+template <typename T>
+inline Vec<T> logical_and(const Vec<T>& a, const Vec<T>& b) { return a & b; }
+template <typename T>
+inline Vec<T> logical_or(const Vec<T>& a, const Vec<T>& b) { return a | b; }
+template <typename T>
+inline Vec<T> logical_not(const Vec<T>& a) { return a ^ lanes::all_set<T>(); }
+#endif
+template <typename T>
+inline Vec<T> logical_and(const Vec<T>& a, bool b) { return b ? a : Vec<T>(T(0)); }
+template <typename T>
+inline Vec<T> logical_and(bool a, const Vec<T>& b) { return a ? b : Vec<T>(T(0)); }
+template <typename T>
+inline Vec<T> logical_or(const Vec<T>& a, bool b) { return b ? lanes::all_set<T>() : a; }
+template <typename T>
+inline Vec<T> logical_or(bool a, const Vec<T>& b) { return a ? lanes::all_set<T>() : b; }
 
 template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T where(bool c, T a, T b) { return c ? a : b; }

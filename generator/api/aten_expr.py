@@ -72,6 +72,8 @@ class _Printer:
             return (e.operand,)
         if isinstance(e, (E.Binary, E.Compare)):
             return (e.lhs, e.rhs)
+        if isinstance(e, E.BoolOp):
+            return tuple(v for v in e.values if self.kind(v) == E.MASK)  # per-call conditions are C++ bools
         if isinstance(e, E.Call):
             if self._uniform_where(e):
                 return ()  # each branch is a block of its own
@@ -90,9 +92,16 @@ class _Printer:
         if isinstance(e, E.Name):
             return e.id
         if isinstance(e, E.Unary):
-            return f"at::neg({code(e.operand)})"
+            return f"at::{'logical_not' if e.op == 'not' else 'neg'}({code(e.operand)})"
         if isinstance(e, E.Binary):
             return f"{_ARITH[e.op]}({code(e.lhs)}, {code(e.rhs)})"
+        if isinstance(e, E.BoolOp):
+            # A per-call condition beside a mask becomes a 0-dim tensor (logical ops take any dtype).
+            masks = [code(v) if self.kind(v) == E.MASK else f"_s({uniform(v, self.scope)} ? 1.0 : 0.0)" for v in e.values]
+            *rest, text = masks
+            for m in reversed(rest):
+                text = f"at::logical_{e.op}({m}, {text})"
+            return text
         if isinstance(e, E.Compare):
             return f"{_CMP[e.op]}({code(e.lhs)}, {code(e.rhs)})"
         if isinstance(e, E.Call):

@@ -74,7 +74,15 @@ class _KernelPrinter:
         if isinstance(e, E.Name):
             return e.id
         if isinstance(e, E.Unary):
-            return f"opgen::neg({self.element(e.operand)})"
+            fn = "logical_not" if e.op == "not" else "neg"
+            return f"opgen::{fn}({self.element(e.operand)})"
+        if isinstance(e, E.BoolOp):
+            fn = f"opgen::logical_{e.op}"
+            *rest, last = (self.element(v) for v in e.values)
+            code = last
+            for v in reversed(rest):
+                code = f"{fn}({v}, {code})"
+            return code
         if isinstance(e, E.Binary):
             if e.op == "**":
                 return self.power(e)

@@ -113,10 +113,16 @@ class _Reference:
         if isinstance(e, E.Name):
             return e.id
         if isinstance(e, E.Unary):
-            return f"(not {self.print(e.operand)})" if e.op == "not" else f"(-{self.print(e.operand)})"
+            if e.op == "not":
+                if E.typecheck(e, self.scope, self.kinds) == E.MASK:
+                    return f"torch.logical_not({self.print(e.operand)})"
+                return f"(not {self.print(e.operand)})"
+            return f"(-{self.print(e.operand)})"
         if isinstance(e, (E.Binary, E.Compare)):
             return f"({self.print(e.lhs)} {e.op} {self.print(e.rhs)})"
         if isinstance(e, E.BoolOp):
+            if E.typecheck(e, self.scope, self.kinds) == E.MASK:  # bool tensors: & and | are elementwise
+                return "(" + f" {'&' if e.op == 'and' else '|'} ".join(self.print(v) for v in e.values) + ")"
             return "(" + f" {e.op} ".join(self.print(v) for v in e.values) + ")"
         if isinstance(e, E.In):
             return f"({self.print(e.operand)} in ({', '.join(self.print(o) for o in e.options)},))"

@@ -117,7 +117,7 @@ void clamp_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _ou
   [[maybe_unused]] const _fvec _u1v(_u1);
   auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
     using _t = decltype(grad);
-    return opgen::where(opgen::ge(x, _u0), opgen::where(opgen::le(x, _u1), grad, _t(0.0)), _t(0.0));
+    return opgen::where(opgen::logical_and(opgen::ge(x, _u0), opgen::le(x, _u1)), grad, _t(0.0));
   };
 
   int64_t _i = _begin;
@@ -180,7 +180,7 @@ void clamp_backward_loop(at::TensorIteratorBase& _iter, double min, double max) 
   [[maybe_unused]] const _fvec _u1v(_u1);
   auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
     using _t = decltype(grad);
-    return opgen::where(opgen::ge(x, _u0), opgen::where(opgen::le(x, _u1), grad, _t(0.0)), _t(0.0));
+    return opgen::where(opgen::logical_and(opgen::ge(x, _u0), opgen::le(x, _u1)), grad, _t(0.0));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {

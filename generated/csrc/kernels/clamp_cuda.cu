@@ -31,7 +31,7 @@ void clamp_backward_loop(at::TensorIteratorBase& _iter, double min, double max) 
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t grad = static_cast<opmath_t>(_grad_in);
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
-    return static_cast<scalar_t>(opgen::where(opgen::ge(x, _u0), opgen::where(opgen::le(x, _u1), grad, _t(0.0)), _t(0.0)));
+    return static_cast<scalar_t>(opgen::where(opgen::logical_and(opgen::ge(x, _u0), opgen::le(x, _u1)), grad, _t(0.0)));
   });
 }
 

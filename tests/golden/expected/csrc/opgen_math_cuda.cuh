@@ -80,6 +80,13 @@ C10_HOST_DEVICE inline bool eq(T a, T b) { return a == b; }
 template <typename T>
 C10_HOST_DEVICE inline bool ne(T a, T b) { return a != b; }
 
+template <typename T, if_float<T> = 0>
+C10_HOST_DEVICE inline bool isfinite(T x) { return x - x == T(0); }
+
+C10_HOST_DEVICE inline bool logical_and(bool a, bool b) { return a && b; }
+C10_HOST_DEVICE inline bool logical_or(bool a, bool b) { return a || b; }
+C10_HOST_DEVICE inline bool logical_not(bool a) { return !a; }
+
 }  // namespace opgen
 
 #endif  // OPGEN_MATH_CUDA_CUH_

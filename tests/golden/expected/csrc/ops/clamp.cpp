@@ -274,7 +274,7 @@ TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
 // unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
 // The node's backward calls golden::clamp_backward through the dispatcher, so torch.compile
 // and AOTAutograd trace it.
-//   x: where(x >= min, where(x <= max, grad, 0), 0)
+//   x: where(x >= min and x <= max, grad, 0)
 
 namespace golden {
 namespace {
@@ -317,7 +317,7 @@ torch::autograd::variable_list ClampBackward::apply(torch::autograd::variable_li
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (this->task_should_compute_output(0)) {
-      _grad_inputs[0] = at::sum_to([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::ge(x, _s(static_cast<double>(min))), at::where(at::le(x, _s(static_cast<double>(max))), grad, _c0), _c0); }(), x__shape).to(x__dtype);
+      _grad_inputs[0] = at::sum_to(at::where(at::logical_and(at::ge(x, _s(static_cast<double>(min))), at::le(x, _s(static_cast<double>(max)))), grad, _s(0.0)), x__shape).to(x__dtype);
     }
     return _grad_inputs;
   }
@@ -339,7 +339,7 @@ at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& x, double min, double 
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    at::Tensor _term = [&] { const at::Tensor _c0 = _s(0.0); return at::where(at::ge(x, _s(static_cast<double>(min))), at::where(at::le(x, _s(static_cast<double>(max))), grad, _c0), _c0); }();
+    at::Tensor _term = at::where(at::logical_and(at::ge(x, _s(static_cast<double>(min))), at::le(x, _s(static_cast<double>(max)))), grad, _s(0.0));
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());

@@ -70,7 +70,7 @@ _isclose__out_eager = _eager(_isclose__out)
 
 
 def isclose(a: Tensor, b: Tensor, *, rtol: float = 1e-05, atol: float = 1e-08, out: Optional[Tensor] = None) -> Tensor:
-    """Elementwise `|a - b| <= atol + rtol * |b|`, as a bool tensor, with broadcasting (NaN is never close).
+    """`torch.isclose` (without `equal_nan`): `a == b`, or `|a - b| <= atol + rtol * |b|` with `a - b` finite; a bool tensor, with broadcasting.
 
     Schema: ``isclose(Tensor a, Tensor b, *, float rtol=1e-05, float atol=1e-08) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
