@@ -104,10 +104,14 @@ def cmd_test(args, config: ProjectConfig) -> int:
 
 
 def cmd_list(args, config: ProjectConfig) -> int:
+    from .dest.op_cpp import registered_schemas
     from .library import load_library
 
     for op in load_library(config).ops:
-        print(f"{config.namespace}.{op.schema}")
+        first, *derived = registered_schemas(op)
+        print(f"{config.namespace}.{first}")
+        for schema in derived:  # its out= and in-place overloads, its backward op
+            print(f"    {config.namespace}.{schema}")
     return EXIT_OK
 
 

@@ -4,6 +4,7 @@ and the guarantees of the writer (only changed files, stale ones removed, bad sp
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -222,7 +223,17 @@ def test_list_and_new(project, capsys):
     assert run(project, "list") == 0
     out = capsys.readouterr().out
     assert "testops.swish(Tensor x, *, float alpha=1.0) -> Tensor" in out
-    assert "testops.relu(Tensor x) -> Tensor" in out
+    assert "testops.relu(Tensor x) -> Tensor\n" in out
+    # with every operator it registers: out= and in-place overloads, backward op; as the op file defines them
+    assert "\n    testops.relu.out(Tensor x, *, Tensor(a!) out) -> ()\n" in out
+    assert "\n    testops.relu_(Tensor(a!) x) -> ()\n" in out
+    assert "\n    testops.relu_backward(Tensor grad, Tensor x, SymInt[] x__shape) -> Tensor\n" in out
+    assert run(project, "generate") == 0
+    listed = {line.strip().removeprefix("testops.") for line in out.splitlines()[1:]}
+    defined = set()
+    for cpp in (project / "generated" / "csrc" / "ops").glob("*.cpp"):
+        defined |= {s.encode().decode("unicode_escape") for s in re.findall(r'm\.def\("((?:[^"\\]|\\.)*)"', cpp.read_text())}
+    assert listed == defined, listed ^ defined
     assert run(project, "new", "swish") == 2
     assert run(project, "new", "class") == 2
 

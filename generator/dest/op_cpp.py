@@ -54,7 +54,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFil
         kernels=kernels,
         outs=outs,
         returns_type=cpp.returns_type(op.schema),
-        out_schema=out_schema(op),
+        schemas=registered_schemas(op),
         has_out="out" in op.variants,
         inplace=inplace(op),
         bool_output=op.kernel.bool_output,
@@ -86,6 +86,7 @@ def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None) -> Generated
         outs=outs,
         out_params=", ".join(f"const at::Tensor& {o}" for o in outs),
         returns_type=cpp.returns_type(op.schema),
+        schemas=registered_schemas(op),
         out_schema=out_schema(op) if "out" in op.variants else None,
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
@@ -119,8 +120,8 @@ def emit_custom(op: OpSpec, lib: Library, autograd: Part | None) -> GeneratedFil
         outputs=outputs,
         outs=[f"_{n}" for n in op.output_names],
         returns_type=cpp.returns_type(op.schema),
+        schemas=registered_schemas(op),
         out_schema=out_schema(op) if "out" in op.variants else None,
-        bw_schema=custom.backward_schema(op),
         bw_params=bw_params,
         bw_args=", ".join([*op.grad_names, cpp.names(op.schema.arguments), *op.result_names, "output_mask"]),
         incoming=list(op.grad_names),
@@ -163,6 +164,24 @@ def inplace(op: OpSpec) -> SimpleNamespace | None:
     params = cpp.parameters(op.schema.arguments).replace(f"const at::Tensor& {first.name}", f"at::Tensor& {first.name}", 1)
     return SimpleNamespace(name=f"{op.name}_", self=first.name, params=params,
                            schema=f"{op.name}_(Tensor(a!) {rest[len('Tensor '):]}) -> ()")
+
+
+def registered_schemas(op: OpSpec) -> list[str]:
+    """Every operator the op's file defines (`m.def`), in order: the op, its out= and in-place
+    overloads, its backward op."""
+    schemas = [str(op.schema)]
+    if "out" in op.variants:
+        schemas.append(out_schema(op))
+    if (ip := inplace(op)) is not None:
+        schemas.append(ip.schema)
+    if op.is_custom:
+        if op.gradient is not None and op.gradient.kernel is not None:
+            schemas.append(custom.backward_schema(op))
+    elif not op.is_reduction:
+        bw = backward.plan(op)
+        if bw is not None and bw.computed:
+            schemas.append(bw.schema())
+    return schemas
 
 
 def out_schema(op: OpSpec) -> str:
