@@ -84,7 +84,8 @@ KERNEL_CASES = [
     KernelCase("sigmoid", 1, lambda x: ops.sigmoid(x), lambda x: 1 / (1 + torch.exp(-x)), torch.sigmoid,
                lambda x, out: ops.sigmoid.out(x, out=out)),
     KernelCase("isclose", 2, lambda a, b: ops.isclose(a, b, rtol=1e-5, atol=1e-8),
-               lambda a, b: (a - b).abs() <= 1e-8 + 1e-5 * b.abs(), lambda a, b: torch.isclose(a, b, rtol=1e-5, atol=1e-8),
+               lambda a, b: (a == b) | ((a - b).isfinite() & ((a - b).abs() <= 1e-8 + 1e-5 * b.abs())),
+               lambda a, b: torch.isclose(a, b, rtol=1e-5, atol=1e-8),
                lambda a, b, out: ops.isclose.out(a, b, rtol=1e-5, atol=1e-8, out=out), differentiable=False),
     KernelCase("to_cartesian", 2, lambda r, t: ops.to_cartesian(r, t), lambda r, t: (r * torch.cos(t), r * torch.sin(t))),
     # single ATen ops: the generated kernel against torch's own

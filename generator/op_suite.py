@@ -157,6 +157,40 @@ def test_non_contiguous_inputs(op, layout, typed_api):
     _assert_close(outs, expected, _float_dtype(op), f"{op.name} {layout}")
 
 
+_DENSE_LAYOUTS = {
+    "channels_last": lambda t: t.contiguous(memory_format=torch.channels_last),
+    "permuted": lambda t: t.permute(3, 1, 2, 0).contiguous().permute(3, 1, 2, 0),
+}
+
+
+@pytest.mark.parametrize("layout", list(_DENSE_LAYOUTS))
+def test_outputs_and_gradients_keep_a_dense_layout(op, layout, typed_api):
+    """Inputs laid out densely but not contiguously (channels_last, a permutation) give outputs laid
+    out like them, as ATen's elementwise ops do, so a channels_last network stays channels_last; so
+    do the gradients, which autograd then need not copy into the inputs' layout."""
+    if _constrained(op):
+        pytest.skip(f"{op.name}: shapes constrained")
+    gen = torch.Generator().manual_seed(9)
+    attrs = testing.attribute_sets(op)[0]
+    dtype = _float_dtype(op)
+    laid = {a.name: _DENSE_LAYOUTS[layout](testing.make_tensor(op, a.name, (2, 3, 4, 5), DTYPES[dtype], gen))
+            for a in op.tensor_inputs}
+    strides = torch.empty_like(next(iter(laid.values()))).stride()
+    assert strides != (60, 20, 5, 1)
+    outs, expected = _run(typed_api, op, laid, attrs)
+    assert [o.stride() for o in outs] == [strides] * len(outs), f"{op.name} {layout}"
+    _assert_close(outs, expected, dtype, f"{op.name} {layout}")
+    differentiable = _differentiable(op) if op.gradient is not None else []
+    if not differentiable:
+        return
+    leaves = {n: t.detach().requires_grad_(n in differentiable) for n, t in laid.items()}
+    args, kwargs = _call_args(op, leaves, attrs)
+    outs = _outs(getattr(typed_api, op.name)(*args, **kwargs))
+    grads = torch.autograd.grad(outs, [leaves[n] for n in differentiable], [torch.randn_like(o) for o in outs])
+    for name, g in zip(differentiable, grads):
+        assert g.stride() == strides, f"{op.name} {layout}: the gradient of '{name}' has strides {g.stride()}"
+
+
 def test_every_attribute_set(op, typed_api):
     gen = torch.Generator().manual_seed(2)
     for attrs in testing.attribute_sets(op, limit=12):

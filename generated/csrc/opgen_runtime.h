@@ -108,6 +108,27 @@ inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions&
   return at::empty_symint(shape, options);
 }
 
+// The output of an elementwise op, laid out like the first input of the output's shape when that
+// input is not contiguous (channels_last, a transposed view), as ATen's TensorIterator lays out its
+// outputs; else contiguous. The Meta kernel allocates the same way, so strides agree under
+// torch.compile.
+inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions& options,
+                             std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  for (const at::Tensor& t : inputs) {
+    if (t.sym_sizes().equals(shape)) {
+      if (!t.is_contiguous()) {
+        at::Tensor out = at::empty_like(t, options, at::MemoryFormat::Preserve);
+        if (out.is_cpu() && out.nbytes() >= kHugePageBytes) {
+          advise_huge_pages(out.data_ptr(), out.nbytes());
+        }
+        return out;
+      }
+      break;
+    }
+  }
+  return new_output(shape, options);
+}
+
 inline void check_defined(const at::Tensor& t, const char* op, const char* arg) {
   TORCH_CHECK_VALUE(t.defined(), op, "(): argument '", arg, "' is an undefined tensor");
 }
@@ -290,6 +311,18 @@ inline void reject_forward_grad_for_out(const c10::OperatorHandle& op, const tor
   }
 }
 
+// The buffer a backward kernel writes an input's gradient into, of the incoming gradient's shape
+// `full`: laid out like the op's outputs (new_output) when that is the gradient's own `shape`,
+// else contiguous, which at::sum_to reduces to a contiguous gradient. gradient_meta agrees.
+inline at::Tensor new_gradient_buffer(c10::SymIntArrayRef full, c10::SymIntArrayRef shape, const at::TensorOptions& options,
+                                      std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  return full.equals(shape) ? new_output(full, options, inputs) : new_output(full, options);
+}
+inline at::Tensor gradient_meta(c10::SymIntArrayRef full, c10::SymIntArrayRef shape, const at::TensorOptions& options,
+                                std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  return full.equals(shape) ? new_output(full, options, inputs) : at::empty_symint(shape, options);
+}
+
 // The shape a gradient of shape `grad` sums down to for an input of shape `input`: the input's
 // broadcast dimensions reduce to 1 (or vanish), the others keep grad's size. That is `input`
 // itself, except when grad is one shard of a larger tensor (DTensor runs the backward on local
@@ -307,25 +340,29 @@ inline c10::SymDimVector reduced_shape(c10::SymIntArrayRef grad, c10::SymIntArra
   return out;
 }
 
-// True when the output and every input are contiguous, the inputs of the output's shape and of
-// `dtype` (the output's, or the inputs' own where the output is bool), so the kernel can run as one
-// flat loop without a TensorIterator (the common case; saves its setup per call).
-inline bool same_layout_contiguous(const at::Tensor& out,
-                                   std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs,
-                                   at::ScalarType dtype) {
-  if (!out.is_contiguous()) {
+// True when the output and every input are laid out alike and densely (all contiguous, or all
+// with the same strides: channels_last, a permutation), the inputs of the output's shape and of
+// `dtype` (the output's, or the inputs' own where the output is bool). Then element i of each is
+// i elements past its data pointer, and the kernel runs as one flat loop without a TensorIterator
+// (the common case; saves its setup per call).
+inline bool same_dense_layout(const at::Tensor& out,
+                              std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs,
+                              at::ScalarType dtype) {
+  const bool contiguous = out.is_contiguous();
+  if (!contiguous && !out.is_non_overlapping_and_dense()) {
     return false;
   }
   for (const at::Tensor& t : inputs) {
-    if (!t.is_contiguous() || t.scalar_type() != dtype || !t.sizes().equals(out.sizes())) {
+    if (t.scalar_type() != dtype || !t.sizes().equals(out.sizes()) ||
+        !(contiguous ? t.is_contiguous() : t.strides().equals(out.strides()))) {
       return false;
     }
   }
   return true;
 }
-inline bool same_layout_contiguous(const at::Tensor& out,
-                                   std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
-  return same_layout_contiguous(out, inputs, out.scalar_type());
+inline bool same_dense_layout(const at::Tensor& out,
+                              std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  return same_dense_layout(out, inputs, out.scalar_type());
 }
 
 // ---- reductions

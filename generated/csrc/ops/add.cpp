@@ -58,7 +58,7 @@ std::pair<c10::SymDimVector, at::ScalarType> add_check(const at::Tensor& a, cons
 
 at::Tensor add_prepare(const at::Tensor& a, const at::Tensor& b, double alpha) {
   auto [_shape, _dtype] = add_check(a, b, alpha);
-  return opgen::new_output(_shape, a.options().dtype(_dtype));
+  return opgen::new_output(_shape, a.options().dtype(_dtype), { a, b });
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
@@ -84,7 +84,7 @@ void add_compute(const at::Tensor& a, const at::Tensor& b, double alpha, const a
   if (_out.numel() == 0) {
     return;
   }
-  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { a, b })) {
+  if (_out.is_cpu() && opgen::same_dense_layout(_out, { a, b })) {
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::add_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::add_contiguous
@@ -208,9 +208,10 @@ at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::Sym
 
 at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = add_backward_check(grad, alpha, b__shape);
-  at::Tensor _g1 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g1, { grad })) {
-    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+  at::Tensor _g1 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), b__shape),
+                                                 grad.options().dtype(_dtype), { grad });
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g1, { grad })) {
+    // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::add_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::add_backward_contiguous
@@ -256,7 +257,7 @@ at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntA
 
 at::Tensor add_backward_meta(const at::Tensor& grad, double alpha, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = add_backward_check(grad, alpha, b__shape);
-  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), b__shape), grad.options().dtype(_dtype));
+  return opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), b__shape), grad.options().dtype(_dtype), { grad });
 }
 
 }  // namespace opgen_ops

@@ -54,7 +54,7 @@ std::pair<c10::SymDimVector, at::ScalarType> clamp_check(const at::Tensor& x, do
 
 at::Tensor clamp_prepare(const at::Tensor& x, double min, double max) {
   auto [_shape, _dtype] = clamp_check(x, min, max);
-  return opgen::new_output(_shape, x.options().dtype(_dtype));
+  return opgen::new_output(_shape, x.options().dtype(_dtype), { x });
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
@@ -79,7 +79,7 @@ void clamp_compute(const at::Tensor& x, double min, double max, const at::Tensor
   if (_out.numel() == 0) {
     return;
   }
-  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
+  if (_out.is_cpu() && opgen::same_dense_layout(_out, { x })) {
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::clamp_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::clamp_contiguous
@@ -174,9 +174,10 @@ at::ScalarType clamp_backward_check(const at::Tensor& grad, const at::Tensor& x,
 
 at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, double min, double max, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = clamp_backward_check(grad, x, min, max, x__shape);
-  at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x })) {
-    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
+                                                 grad.options().dtype(_dtype), { grad, x });
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, x })) {
+    // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::clamp_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::clamp_backward_contiguous
@@ -223,7 +224,7 @@ at::Tensor clamp_backward_dense(const at::Tensor& grad, const at::Tensor& x, dou
 
 at::Tensor clamp_backward_meta(const at::Tensor& grad, const at::Tensor& x, double min, double max, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = clamp_backward_check(grad, x, min, max, x__shape);
-  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype));
+  return opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, x });
 }
 
 }  // namespace opgen_ops

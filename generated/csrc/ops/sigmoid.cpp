@@ -53,7 +53,7 @@ std::pair<c10::SymDimVector, at::ScalarType> sigmoid_check(const at::Tensor& x) 
 
 at::Tensor sigmoid_prepare(const at::Tensor& x) {
   auto [_shape, _dtype] = sigmoid_check(x);
-  return opgen::new_output(_shape, x.options().dtype(_dtype));
+  return opgen::new_output(_shape, x.options().dtype(_dtype), { x });
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
@@ -78,7 +78,7 @@ void sigmoid_compute(const at::Tensor& x, const at::Tensor& _out) {
   if (_out.numel() == 0) {
     return;
   }
-  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x })) {
+  if (_out.is_cpu() && opgen::same_dense_layout(_out, { x })) {
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sigmoid_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::sigmoid_contiguous
@@ -173,9 +173,10 @@ at::ScalarType sigmoid_backward_check(const at::Tensor& grad, const at::Tensor& 
 
 at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sigmoid_backward_check(grad, result, x__shape);
-  at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, result })) {
-    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
+                                                 grad.options().dtype(_dtype), { grad, result });
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, result })) {
+    // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sigmoid_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::sigmoid_backward_contiguous
@@ -222,7 +223,7 @@ at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& resu
 
 at::Tensor sigmoid_backward_meta(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sigmoid_backward_check(grad, result, x__shape);
-  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype));
+  return opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, result });
 }
 
 }  // namespace opgen_ops

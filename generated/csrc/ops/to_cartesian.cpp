@@ -59,16 +59,16 @@ std::pair<c10::SymDimVector, at::ScalarType> to_cartesian_check(const at::Tensor
 std::tuple<at::Tensor, at::Tensor> to_cartesian_prepare(const at::Tensor& r, const at::Tensor& theta) {
   auto [_shape, _dtype] = to_cartesian_check(r, theta);
   const at::TensorOptions _options = r.options().dtype(_dtype);
-  return std::make_tuple(opgen::new_output(_shape, _options), opgen::new_output(_shape, _options));
+  return std::make_tuple(opgen::new_output(_shape, _options, { r, theta }), opgen::new_output(_shape, _options, { r, theta }));
 }
 
 
-// Computes into _x, _y: fresh, contiguous, of the right shape and dtype; one pass.
+// Computes into _x, _y: fresh, laid out alike, of the right shape and dtype; one pass.
 void to_cartesian_compute(const at::Tensor& r, const at::Tensor& theta, const at::Tensor& _x, const at::Tensor& _y) {
   if (_x.numel() == 0) {
     return;
   }
-  if (_x.is_cpu() && opgen::same_layout_contiguous(_x, { r, theta })) {
+  if (_x.is_cpu() && opgen::same_dense_layout(_x, { r, theta })) {
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::to_cartesian_contiguous
@@ -156,10 +156,12 @@ at::ScalarType to_cartesian_backward_check(const at::Tensor& grad_x, const at::T
 
 std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor& grad_x, const at::Tensor& grad_y, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
-  at::Tensor _g0 = opgen::new_output(grad_x.sym_sizes(), grad_x.options().dtype(_dtype));
-  at::Tensor _g1 = opgen::new_output(grad_x.sym_sizes(), grad_x.options().dtype(_dtype));
-  if (grad_x.numel() > 0 && grad_x.is_cpu() && opgen::same_layout_contiguous(_g0, { grad_x, grad_y, theta, x, y })) {
-    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape),
+                                                 grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y });
+  at::Tensor _g1 = opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), theta__shape),
+                                                 grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y });
+  if (grad_x.numel() > 0 && grad_x.is_cpu() && opgen::same_dense_layout(_g0, { grad_x, grad_y, theta, x, y })) {
+    // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::to_cartesian_backward_contiguous
@@ -210,7 +212,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
 
 std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_meta(const at::Tensor& grad_x, const at::Tensor& grad_y, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
-  return std::make_tuple(at::empty_symint(opgen::reduced_shape(grad_x.sym_sizes(), r__shape), grad_x.options().dtype(_dtype)), at::empty_symint(opgen::reduced_shape(grad_x.sym_sizes(), theta__shape), grad_x.options().dtype(_dtype)));
+  return std::make_tuple(opgen::gradient_meta(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }), opgen::gradient_meta(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), theta__shape), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }));
 }
 
 }  // namespace opgen_ops

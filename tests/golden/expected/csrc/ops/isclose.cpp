@@ -54,7 +54,7 @@ std::pair<c10::SymDimVector, at::ScalarType> isclose_check(const at::Tensor& a, 
 
 at::Tensor isclose_prepare(const at::Tensor& a, const at::Tensor& b, double rtol, double atol) {
   auto [_shape, _dtype] = isclose_check(a, b, rtol, atol);
-  return opgen::new_output(_shape, a.options().dtype(_dtype));
+  return opgen::new_output(_shape, a.options().dtype(_dtype), { a, b });
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
@@ -80,7 +80,7 @@ void isclose_compute(const at::Tensor& a, const at::Tensor& b, double rtol, doub
   if (_out.numel() == 0) {
     return;
   }
-  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { a, b }, a.scalar_type())) {
+  if (_out.is_cpu() && opgen::same_dense_layout(_out, { a, b }, a.scalar_type())) {
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::isclose_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::isclose_contiguous

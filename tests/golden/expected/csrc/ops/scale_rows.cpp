@@ -62,7 +62,7 @@ std::pair<c10::SymDimVector, at::ScalarType> scale_rows_check(const at::Tensor& 
 
 at::Tensor scale_rows_prepare(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power) {
   auto [_shape, _dtype] = scale_rows_check(x, scale, offset, power);
-  return opgen::new_output(_shape, x.options().dtype(_dtype));
+  return opgen::new_output(_shape, x.options().dtype(_dtype), { x, scale });
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
@@ -88,7 +88,7 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
   if (_out.numel() == 0) {
     return;
   }
-  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { x, scale })) {
+  if (_out.is_cpu() && opgen::same_dense_layout(_out, { x, scale })) {
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::scale_rows_contiguous
@@ -186,10 +186,12 @@ at::ScalarType scale_rows_backward_check(const at::Tensor& grad, const at::Tenso
 
 std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
   const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
-  at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  at::Tensor _g1 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad, x, scale })) {
-    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
+                                                 grad.options().dtype(_dtype), { grad, x, scale });
+  at::Tensor _g1 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), scale__shape),
+                                                 grad.options().dtype(_dtype), { grad, x, scale });
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, x, scale })) {
+    // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::scale_rows_backward_contiguous
@@ -238,7 +240,7 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
 
 std::tuple<at::Tensor, at::Tensor> scale_rows_backward_meta(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
   const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
-  return std::make_tuple(at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype)), at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), scale__shape), grad.options().dtype(_dtype)));
+  return std::make_tuple(opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, x, scale }), opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), scale__shape), grad.options().dtype(_dtype), { grad, x, scale }));
 }
 
 }  // namespace golden

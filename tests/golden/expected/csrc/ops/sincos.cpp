@@ -54,16 +54,16 @@ std::pair<c10::SymDimVector, at::ScalarType> sincos_check(const at::Tensor& x, d
 std::tuple<at::Tensor, at::Tensor> sincos_prepare(const at::Tensor& x, double scale) {
   auto [_shape, _dtype] = sincos_check(x, scale);
   const at::TensorOptions _options = x.options().dtype(_dtype);
-  return std::make_tuple(opgen::new_output(_shape, _options), opgen::new_output(_shape, _options));
+  return std::make_tuple(opgen::new_output(_shape, _options, { x }), opgen::new_output(_shape, _options, { x }));
 }
 
 
-// Computes into _sin, _cos: fresh, contiguous, of the right shape and dtype; one pass.
+// Computes into _sin, _cos: fresh, laid out alike, of the right shape and dtype; one pass.
 void sincos_compute(const at::Tensor& x, double scale, const at::Tensor& _sin, const at::Tensor& _cos) {
   if (_sin.numel() == 0) {
     return;
   }
-  if (_sin.is_cpu() && opgen::same_layout_contiguous(_sin, { x })) {
+  if (_sin.is_cpu() && opgen::same_dense_layout(_sin, { x })) {
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sincos_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::sincos_contiguous
@@ -146,9 +146,10 @@ at::ScalarType sincos_backward_check(const at::Tensor& grad_sin, const at::Tenso
 
 at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& grad_cos, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sincos_backward_check(grad_sin, grad_cos, x, scale, x__shape);
-  at::Tensor _g0 = opgen::new_output(grad_sin.sym_sizes(), grad_sin.options().dtype(_dtype));
-  if (grad_sin.numel() > 0 && grad_sin.is_cpu() && opgen::same_layout_contiguous(_g0, { grad_sin, grad_cos, x })) {
-    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad_sin.sym_sizes(), opgen::reduced_shape(grad_sin.sym_sizes(), x__shape),
+                                                 grad_sin.options().dtype(_dtype), { grad_sin, grad_cos, x });
+  if (grad_sin.numel() > 0 && grad_sin.is_cpu() && opgen::same_dense_layout(_g0, { grad_sin, grad_cos, x })) {
+    // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sincos_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::sincos_backward_contiguous
@@ -196,7 +197,7 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
 
 at::Tensor sincos_backward_meta(const at::Tensor& grad_sin, const at::Tensor& grad_cos, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sincos_backward_check(grad_sin, grad_cos, x, scale, x__shape);
-  return at::empty_symint(opgen::reduced_shape(grad_sin.sym_sizes(), x__shape), grad_sin.options().dtype(_dtype));
+  return opgen::gradient_meta(grad_sin.sym_sizes(), opgen::reduced_shape(grad_sin.sym_sizes(), x__shape), grad_sin.options().dtype(_dtype), { grad_sin, grad_cos, x });
 }
 
 }  // namespace golden

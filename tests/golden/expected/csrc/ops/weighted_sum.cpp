@@ -58,7 +58,7 @@ std::pair<c10::SymDimVector, at::ScalarType> weighted_sum_check(const at::Tensor
 
 at::Tensor weighted_sum_prepare(const at::Tensor& a, const at::Tensor& b, double weight) {
   auto [_shape, _dtype] = weighted_sum_check(a, b, weight);
-  return opgen::new_output(_shape, a.options().dtype(_dtype));
+  return opgen::new_output(_shape, a.options().dtype(_dtype), { a, b });
 }
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
@@ -84,7 +84,7 @@ void weighted_sum_compute(const at::Tensor& a, const at::Tensor& b, double weigh
   if (_out.numel() == 0) {
     return;
   }
-  if (_out.is_cpu() && opgen::same_layout_contiguous(_out, { a, b })) {
+  if (_out.is_cpu() && opgen::same_dense_layout(_out, { a, b })) {
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::weighted_sum_contiguous
@@ -178,9 +178,10 @@ at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight
 
 at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape);
-  at::Tensor _g0 = opgen::new_output(grad.sym_sizes(), grad.options().dtype(_dtype));
-  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_layout_contiguous(_g0, { grad })) {
-    // Every input of the grad's shape, contiguous, of the computation dtype: the flat vectorized loop.
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), a__shape),
+                                                 grad.options().dtype(_dtype), { grad });
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad })) {
+    // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::weighted_sum_backward_contiguous
@@ -226,7 +227,7 @@ at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c1
 
 at::Tensor weighted_sum_backward_meta(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape);
-  return at::empty_symint(opgen::reduced_shape(grad.sym_sizes(), a__shape), grad.options().dtype(_dtype));
+  return opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), a__shape), grad.options().dtype(_dtype), { grad });
 }
 
 }  // namespace golden
