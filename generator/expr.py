@@ -98,6 +98,12 @@ class Method:
 
 Expr = Union[Num, Str, Name, Unary, Binary, Compare, BoolOp, In, Call, Method]
 
+# Operators a PyTorch user reaches for, with what the language has instead.
+_BITWISE_HINTS = {
+    ast.BitAnd: "'&' is not supported; combine conditions with 'and', e.g. x > 0 and y > 0",
+    ast.BitOr: "'|' is not supported; combine conditions with 'or', e.g. x < lo or x > hi",
+    ast.BitXor: "'^' is not supported; write a power as x ** 2",
+}
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Pow: "**"}
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
@@ -160,16 +166,21 @@ class _Converter:
                 return sub(node.operand)
             if isinstance(node.op, ast.Not):
                 return Unary("not", sub(node.operand), c)
+            if isinstance(node.op, ast.Invert):
+                raise ExprError(c, "'~' is not supported; negate a condition with 'not', e.g. not (x > 0)")
             raise ExprError(c, "unsupported unary operator; use '-' or 'not'")
         if isinstance(node, ast.BinOp):
             op = _BINOPS.get(type(node.op))
             if op is None:
-                raise ExprError(c, "unsupported operator; use + - * / // **")
+                raise ExprError(c, _BITWISE_HINTS.get(type(node.op), "unsupported operator; use + - * / // **"))
             return Binary(op, sub(node.left), sub(node.right), c)
         if isinstance(node, ast.BoolOp):
             return BoolOp("and" if isinstance(node.op, ast.And) else "or", tuple(sub(v) for v in node.values), c)
         if isinstance(node, ast.Compare):
             if len(node.ops) != 1:
+                for operand in (node.left, *node.comparators):  # `x > 0 | y > 0` is x > (0 | y) > 0
+                    if isinstance(operand, ast.BinOp) and type(operand.op) in _BITWISE_HINTS:
+                        raise ExprError(self.col(operand), _BITWISE_HINTS[type(operand.op)])
                 raise ExprError(c, "chained comparisons are not supported; combine them with 'and'")
             op_node, right = node.ops[0], node.comparators[0]
             if isinstance(op_node, ast.In):
@@ -191,7 +202,11 @@ class _Converter:
                 return Method(obj, node.func.attr, args, c)
             raise ExprError(c, "only functions (exp(x)) and tensor methods (x.size(0)) can be called")
         if isinstance(node, ast.Attribute):
+            if node.attr in _CONSTANT_HINTS:  # math.pi, torch.inf
+                raise ExprError(c, f"attribute access is not supported; {_CONSTANT_HINTS[node.attr]}")
             raise ExprError(c, f"attribute access is not supported; did you mean to call {node.attr}()?")
+        if isinstance(node, ast.IfExp):
+            raise ExprError(c, "'a if cond else b' is not supported; write where(cond, a, b)")
         raise ExprError(c, f"unsupported syntax ({type(node).__name__})")
 
 
@@ -226,6 +241,8 @@ class Scope:
             hint = did_you_mean(name.id, known)
             if not hint and name.id in FUNCTIONS:
                 hint = f"; '{name.id}' is a function: call it as {name.id}(...)"
+            if not hint and name.id in _CONSTANT_HINTS:
+                hint = f"; {_CONSTANT_HINTS[name.id]}"
             raise ExprError(name.col, f"unknown name '{name.id}' in {self.what}; known names: {', '.join(known) or 'none'}{hint}")
         return kind
 
@@ -285,6 +302,12 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
             if lk != rk or e.op not in ("==", "!="):
                 raise ExprError(e.col, "strings can only be compared with == or != to a string")
             return BOOL
+        if lk == rk == BOOL and e.op in ("==", "!="):  # flag == True, per call
+            return BOOL
+        for side, k in ((e.lhs, lk), (e.rhs, rk)):
+            if k in (MASK, BOOL):
+                raise ExprError(side.col, f"'{e.op}' compares numbers, not conditions; combine conditions with "
+                                          "'and', 'or' and 'not'")
         _need_numeric(e.lhs, lk, f"'{e.op}'")
         _need_numeric(e.rhs, rk, f"'{e.op}'")
         return MASK if ELEM in (lk, rk) else BOOL
@@ -307,6 +330,12 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
                 raise ExprError(o.col, "the list after 'in' must hold values of the attribute's type")
         return BOOL
     if isinstance(e, Method):
+        if e.method not in METHODS and e.method in FUNCTIONS:
+            if scope.names.get(e.obj.id) == TENSOR:
+                raise ExprError(e.col, f"tensor methods other than {', '.join(METHODS)} are not available; write "
+                                       f"{e.method}({', '.join([e.obj.id, *(unparse(a) for a in e.args)])})")
+            if e.obj.id not in scope.names:
+                raise ExprError(e.col, f"call {e.method}(...) without '{e.obj.id}.': the expression language has its own functions")
         if e.method not in METHODS:
             raise ExprError(e.col, f"unknown tensor method '{e.method}'; allowed: {', '.join(METHODS)}{did_you_mean(e.method, tuple(METHODS))}")
         if scope.elementwise:
@@ -322,7 +351,8 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
     if isinstance(e, Call):
         fn = FUNCTIONS.get(e.fn)
         if fn is None:
-            raise ExprError(e.col, f"unknown function '{e.fn}'; allowed: {', '.join(sorted(FUNCTIONS))}{did_you_mean(e.fn, tuple(FUNCTIONS))}")
+            hint = _FUNCTION_HINTS.get(e.fn) or did_you_mean(e.fn, tuple(FUNCTIONS))
+            raise ExprError(e.col, f"unknown function '{e.fn}'; allowed: {', '.join(sorted(FUNCTIONS))}{hint}")
         if len(e.args) != fn.arity:
             raise ExprError(e.col, f"{e.fn}() takes {fn.arity} argument(s), got {len(e.args)}")
         kinds = [typecheck(a, scope, memo) for a in e.args]
@@ -341,6 +371,20 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
             _need_numeric(a, k, f"{e.fn}()")
         return ELEM if ELEM in kinds else NUM
     raise ExprError(getattr(e, "col", 0), f"unsupported expression {e!r}")
+
+
+# Names and functions from Python, math and torch that the language spells differently.
+_CONSTANT_HINTS = {
+    "pi": "write the number, 3.141592653589793",
+    "e": "write the number, 2.718281828459045, or exp(x) for e ** x",
+    "inf": "the language has no infinity; isfinite(x) tests for one",
+    "nan": "the language has no NaN; x != x tests for one",
+}
+_FUNCTION_HINTS = {
+    "max": "; did you mean 'maximum'?",
+    "min": "; did you mean 'minimum'?",
+    "relu": "; relu(x) is maximum(x, 0)",
+}
 
 
 def _need_numeric(e: Expr, kind: str, what: str) -> None:
