@@ -231,6 +231,7 @@ class Scope:
     names: dict[str, str]  # name -> kind
     elementwise: bool  # tensors stand for their elements (kernels, gradients)
     what: str  # 'kernel expression', 'check', ...
+    hints: dict[str, str] = field(default_factory=dict)  # unknown name -> what to write instead
 
     def kind_of(self, name: Name) -> str:
         if name.id in ("True", "False"):
@@ -243,6 +244,8 @@ class Scope:
                 hint = f"; '{name.id}' is a function: call it as {name.id}(...)"
             if not hint and name.id in _CONSTANT_HINTS:
                 hint = f"; {_CONSTANT_HINTS[name.id]}"
+            if name.id in self.hints:
+                hint = f"; {self.hints[name.id]}"
             raise ExprError(name.col, f"unknown name '{name.id}' in {self.what}; known names: {', '.join(known) or 'none'}{hint}")
         return kind
 

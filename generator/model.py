@@ -351,7 +351,8 @@ class _SpecParser:
     def check_keys(self, path: tuple, mapping: dict, allowed: tuple[str, ...]) -> None:
         for key in mapping:
             if key not in allowed:
-                raise self.err(path + (key,), f"unknown key '{key}'; allowed keys: {', '.join(allowed)}{did_you_mean(key, allowed)}", key=True)
+                raise self.err(path + (key,), f"unknown key '{key}'; allowed keys: {', '.join(allowed)}"
+                                              f"{_cut_at_comma(mapping) or did_you_mean(key, allowed)}", key=True)
 
     def string(self, path: tuple, what: str) -> str:
         value = self.get(path)
@@ -716,6 +717,7 @@ class _SpecParser:
         if "post" in spec:
             post_scope = self.scope(elementwise=True, what="post expression", extra={"acc": E.TENSOR})
             post_scope.names.pop(x)
+            post_scope.hints["count"] = "the number of elements reduced is known to gradients only; for a mean, write combine: mean"
             post, kind = self.expression(path + ("post",), post_scope)
             if kind != E.ELEM or "acc" not in E.names_in(post):
                 raise self.err(path + ("post",), "the post expression finishes the combined value 'acc', e.g. sqrt(acc)")
@@ -782,10 +784,12 @@ class _SpecParser:
         if reduction:
             extra["count"] = E.NUM  # the number of elements reduced into each output element
         scope = self.scope(elementwise=True, what="gradient formula", extra=extra)
+        for name in value:  # every key before any formula, so a mapping cut at commas is explained
+            if name not in tensors:
+                raise self.err(path + (name,), f"'{name}' is not a tensor input; gradients are for: {', '.join(tensors)}"
+                                               f"{_cut_at_comma(value) or did_you_mean(name, tensors)}", key=True)
         formulas = {}
         for name in value:
-            if name not in tensors:
-                raise self.err(path + (name,), f"'{name}' is not a tensor input; gradients are for: {', '.join(tensors)}{did_you_mean(name, tensors)}", key=True)
             e, kind = self.expression(path + (name,), scope)
             if kind != E.ELEM:
                 raise self.err(path + (name,), "a gradient formula must be a per-element expression, usually involving grad")
@@ -967,6 +971,16 @@ _REFERENCE_NODES = (
 
 def _format_float(value: float) -> float | str:
     return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
+
+
+def _cut_at_comma(mapping: dict) -> str:
+    """A hint when a YAML flow mapping (`{map: where(x > 0, 1, 0)}`) split an expression at its
+    commas, leaving an unclosed call in one value and the rest as keys."""
+    for key, value in mapping.items():
+        if isinstance(value, str) and value.count("(") > value.count(")"):
+            return (f"; the expression of '{key}' was cut at a comma: in a {{...}} mapping YAML splits at commas, so quote "
+                    f"it ({key}: \"{value}, ...)\") or write the mapping as indented lines")
+    return ""
 
 
 def _type_name(value: Any) -> str:

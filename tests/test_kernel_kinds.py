@@ -88,6 +88,8 @@ def test_max_with_indices():
     ("combine: sum}", "combine: 'a + b'}", 5, 11, "a custom combine needs an 'identity'"),
     ("combine: sum}", "combine: sum, identity: 0}", 5, 38, "'sum' has a built-in identity"),
     ("combine: sum}", "combine: sum, post: sqrt(x)}", 5, 49, "unknown name 'x' in post expression"),
+    ("combine: sum}", "combine: sum, post: acc / count}", 5, 50, "for a mean, write combine: mean"),
+    ("map: x * x, combine: sum}", "map: where(x > 0, x, 0), combine: sum}", 5, 30, "the expression of 'map' was cut at a comma"),
     ("map: x * x,", "map: x > 0,", 5, 17, "the map must compute a number from 'x'"),
     ("shape: reduce(x, dim, keepdim)", "shape: same(x)", 3, 8, "a reduction kernel needs the shape rule reduce(x, dim, keepdim)"),
     ("dtypes: [floating]", "dtypes: [int64]", 2, 9, "reductions accumulate in floating point"),

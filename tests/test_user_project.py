@@ -43,9 +43,10 @@ torch.testing.assert_close(ops.scale_rows(x.t().contiguous().t(), s), x * s)
 y = ops.scaled_silu(torch.randn(10), alpha=2.0)
 assert y.shape == (10,)
 for bad, expected in (
-    (lambda: ops.scale_rows(x, torch.rand(3, 1)), "check 'scale.dim() == 2 and scale.size(0) == x.size(0) and scale.size(1) == 1' failed"),
+    (lambda: ops.scale_rows(x, torch.rand(3, 1)), "check 'scale.dim() == 2 and scale.size(0) == x.size(0) and scale.size(1) == 1' "
+                                                  "failed (got scale of shape [3, 1], x of shape [4, 3])"),
     (lambda: ops.scale_rows(x, torch.rand(4)), "scale.dim() == 2"),
-    (lambda: ops.scale_rows(x[0], s), "check 'x.dim() == 2' failed"),
+    (lambda: ops.scale_rows(x[0], s), "check 'x.dim() == 2' failed (got x of shape [3])"),
     (lambda: ops.scale_rows(x, s, power=-1), "check 'power >= 0' failed (got power=-1)"),
     (lambda: ops.scaled_silu(torch.randn(3), alpha=-1.0), "check 'alpha > 0' failed"),
 ):

@@ -56,7 +56,7 @@ class CheckCode:
     macro: str
     code: str
     text: str
-    values: str  # C++ string fragment that prints the attribute values involved
+    values: str  # C++ string fragment that prints the shapes and attribute values involved
 
 
 def checks(op: OpSpec) -> list[CheckCode]:
@@ -66,8 +66,10 @@ def checks(op: OpSpec) -> list[CheckCode]:
         symbolic = any(isinstance(n, E.Method) for n in E.walk(c.expr))
         code = cpp_expr.symbolic(c.expr, scope)
         attrs = [n for n in sorted(E.names_in(c.expr)) if scope.names.get(n) not in (E.TENSOR, None, "unusable")]
-        values = ""
-        if attrs:
-            values = " (got " + ", ".join(f'{a}=", {a}, "' for a in attrs) + ")"
+        # every tensor whose sizes the check reads, by its whole shape: a size the check guards
+        # (`x.dim() == 2 and x.size(1) == 3`) may not exist
+        shaped = dict.fromkeys(n.obj.id for n in E.walk(c.expr) if isinstance(n, E.Method))
+        got = [f'{t} of shape ", {t}.sym_sizes(), "' for t in shaped] + [f'{a}=", {a}, "' for a in attrs]
+        values = " (got " + ", ".join(got) + ")" if got else ""
         out.append(CheckCode("TORCH_SYM_CHECK" if symbolic else "TORCH_CHECK_VALUE", code, c.text, values))
     return out
