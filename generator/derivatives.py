@@ -96,6 +96,8 @@ def derivative(e: E.Expr, x: str) -> E.Expr:
         return ZERO
     if isinstance(e, E.Name):
         return ONE
+    if _is_condition(e):  # only ever where()'s first argument, which selects and has no derivative
+        return ZERO
     if isinstance(e, E.Unary):
         return neg(derivative(e.operand, x))
     if isinstance(e, E.Binary):
@@ -115,9 +117,12 @@ def derivative(e: E.Expr, x: str) -> E.Expr:
             return _power(a, b, da, db)
     if isinstance(e, E.Call):
         return _call(e, x)
-    if isinstance(e, (E.Compare, E.BoolOp, E.In)):
-        return ZERO
     raise ValueError(f"cannot differentiate {E.unparse(e)}")
+
+
+def _is_condition(e: E.Expr) -> bool:
+    return (isinstance(e, (E.Compare, E.BoolOp, E.In)) or (isinstance(e, E.Unary) and e.op == "not")
+            or (isinstance(e, E.Call) and e.fn == "isfinite"))
 
 
 def _power(a: E.Expr, b: E.Expr, da: E.Expr, db: E.Expr) -> E.Expr:

@@ -432,3 +432,12 @@ def test_generated_shape_violation_test_targets_an_input_the_op_checks():
     assert _shape_violations(parse(relu, "relu")) == []
     gated = relu.replace("relu(Tensor x)", "gated(Tensor x, Tensor g)").replace("maximum(x, 0)", "x * g")
     assert _shape_violations(parse(gated, "gated")) == [1]  # a pointwise op checks g broadcasts to same(x)
+
+
+def test_conditions_select_and_have_no_derivative():
+    """where(cond, a, b) differentiates a and b only, whatever the condition: comparisons, and/or/not, isfinite."""
+    from opgen import expr as E
+    from opgen.derivatives import derivative
+
+    e = E.parse_expr("where(isfinite(x) and not (x > w) or x == 0, x * x, w * x)")
+    assert E.unparse(derivative(e, "x")) == "where(isfinite(x) and not x > w or x == 0, x + x, w)"
