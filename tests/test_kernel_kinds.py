@@ -441,3 +441,13 @@ def test_conditions_select_and_have_no_derivative():
 
     e = E.parse_expr("where(isfinite(x) and not (x > w) or x == 0, x * x, w * x)")
     assert E.unparse(derivative(e, "x")) == "where(isfinite(x) and not x > w or x == 0, x + x, w)"
+
+
+def test_softplus_inside_derives_through_sigmoid():
+    """d log1p(exp(v)) = sigmoid(v) dv: the textbook exp(v) / (1 + exp(v)) is NaN once exp(v) overflows
+    (mish at x = 100 in float32), where torch's own mish and softplus give 1."""
+    from opgen import expr as E
+    from opgen.derivatives import derivative
+
+    assert E.unparse(derivative(E.parse_expr("log1p(exp(2 * x))"), "x")) == "sigmoid(2 * x) * 2"
+    assert E.unparse(derivative(E.parse_expr("log1p(x * x)"), "x")) == "(x + x) / (1 + x * x)"
