@@ -235,6 +235,18 @@ def gradient_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
     return op.gradient.formulas
 
 
+def differentiable_inputs(op: OpSpec) -> tuple[str, ...]:
+    """The tensor inputs autograd differentiates: those with a formula (given, derived, or
+    whole-tensor for a hand-written kernel); every one with a hand-written backward kernel."""
+    if op.gradient is None:
+        return ()
+    if op.gradient.kernel is not None:
+        return tuple(a.name for a in op.tensor_inputs)
+    if op.gradient.tensor_formulas:
+        return tuple(n for n, _ in op.gradient.tensor_formulas)
+    return tuple(n for n, _ in gradient_formulas(op))
+
+
 def reduction_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
     """The derived gradient of a reduction, in terms of `grad` and `result` broadcast back over the
     reduced dims. With indices, `grad` goes to the chosen elements (the emitter routes it)."""

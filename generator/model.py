@@ -820,11 +820,12 @@ class _SpecParser:
         names = {a.name: TENSOR_KIND for a in self.schema.tensor_inputs if a.name not in lists}
         names.update({a.name: _formula_kind(a) for a in self.schema.attributes if _formula_kind(a)})
         names.update(self.result_names())
-        formulas = {}
-        for name in value:
+        for name in value:  # every key before any formula, so a mapping cut at commas is explained
             if name not in differentiable:
                 raise self.err(path + (name,), f"'{name}' is not a tensor input; gradients are for: {', '.join(differentiable)}"
-                                               f"{did_you_mean(name, differentiable)}", key=True)
+                                               f"{_cut_at_comma(value) or did_you_mean(name, differentiable)}", key=True)
+        formulas = {}
+        for name in value:
             text = value[name]
             if isinstance(text, bool) or not isinstance(text, (str, int, float)):
                 raise self.err(path + (name,), "a gradient formula is a string such as grad.mm(w)")

@@ -165,6 +165,31 @@ def backward_matches_reference(overload, backward, op: OpSpec, namespace: str, c
                                    msg=lambda m: f"gradient of '{name}': {m}")
 
 
+def gradients_match_reference(overload, op: OpSpec, namespace: str, case: Case, differentiable: list[str]) -> None:
+    """torch.autograd.grad through the op against the same through its float64 reference, for
+    random cotangents of the outputs both differentiate (a reference such as
+    torch.native_layer_norm may not differentiate all): the gradient formula (or backward kernel)
+    of ops without a generated backward op, independently of gradcheck's finite differences."""
+    template = case.tensors(op, dtype=torch.float64)
+    runs = []
+    for fn in (overload, testing.reference_fn(namespace, op)):
+        leaves = [t.detach().clone().requires_grad_(k in differentiable) for k, t in flat(template)]
+        runs.append((leaves, outputs(call(fn, op, unflat(template, leaves), case.attrs))))
+    kept = [i for i, (a, b) in enumerate(zip(runs[0][1], runs[1][1], strict=True)) if a.requires_grad and b.requires_grad]
+    gen = torch.Generator().manual_seed(case.seed + 2)
+    cotangents = [torch.rand(runs[0][1][i].shape, generator=gen, dtype=torch.float64) * 2 - 1 for i in kept]
+    grads = []
+    for leaves, outs in runs:
+        wanted = [t for t in leaves if t.requires_grad]
+        got = torch.autograd.grad([outs[i] for i in kept], wanted, cotangents, allow_unused=True) if kept else [None] * len(wanted)
+        grads.append([torch.zeros_like(t) if g is None else g for t, g in zip(wanted, got)])
+    atol, rtol = testing.TOLERANCES["float64"]
+    names = [k for k, _ in flat(template) if k in differentiable]
+    for name, ours, want in zip(names, *grads, strict=True):
+        torch.testing.assert_close(ours, want, atol=atol, rtol=rtol, equal_nan=True,
+                                   msg=lambda m: f"{op.name}: gradient of '{name}' against the reference's: {m}")
+
+
 def rejects_shape_violation(overload, op: OpSpec, namespace: str, case: Case, bad_index: int) -> None:
     """Input ``bad_index`` gets a last dimension that broadcasts with the first input's: the error names it."""
     tensors = case.tensors(op)

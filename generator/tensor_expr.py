@@ -39,6 +39,19 @@ METHODS: dict[str, tuple[str, tuple[str, ...], int]] = {
     "abs": ("{self}.abs()", (), 0),
     "sigmoid": ("{self}.sigmoid()", (), 0),
     "tanh": ("{self}.tanh()", (), 0),
+    "neg": ("{self}.neg()", (), 0),
+    "sign": ("{self}.sign()", (), 0),
+    "sin": ("{self}.sin()", (), 0),
+    "cos": ("{self}.cos()", (), 0),
+    "clamp_min": ("{self}.clamp_min({0})", ("N",), 1),
+    "cumsum": ("{self}.cumsum({0})", ("I",), 1),
+    "flip": ("{self}.flip({0})", ("D",), 1),
+    "permute": ("{self}.permute({0})", ("D",), 1),
+    "narrow": ("{self}.narrow({0}, {1}, {2})", ("I", "I", "I"), 3),
+    "reshape_as": ("{self}.reshape_as({0})", ("T",), 1),
+    "contiguous": ("{self}.contiguous()", (), 0),
+    "bmm": ("{self}.bmm({0})", ("T",), 1),
+    "outer": ("{self}.outer({0})", ("T",), 1),
     "size": ("c10::Scalar({self}.sym_size({0}))", ("I",), 1),  # a number, symbolic under torch.compile
 }
 NUMBER_METHODS = ("size",)

@@ -152,6 +152,8 @@ def test_handwritten_kernel_parses_and_round_trips():
     ("  x: grad.mm(w)", "  x: eps.mm(w)", "unknown name 'eps'"),
     ("  x: grad.mm(w)", "  x: grad.t(0)", "'t' takes 0 arguments, got 1"),
     ("  x: grad.mm(w)", "  y: grad", "'y' is not a tensor input; gradients are for: x, w, bias"),
+    ("  x: grad.mm(w)\n  w: grad.t().mm(x)\n  bias: grad.sum(0)\n", "  {x: grad.transpose(0, 1).t().mm(w), w: grad.t().mm(x)}\n",
+     "'1).t().mm(w)' is not a tensor input; gradients are for: x, w, bias; the expression of 'x' was cut at a comma"),
     ("shape: [x.size(0), w.size(0)]", "shape: same(bias)", "the shape rule can use plain 'Tensor' inputs"),
     ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' is a list or optional argument and can't be used in an expression"),
     ("Tensor? bias=None)", "Tensor? bias=None, float out=1.0)",
@@ -286,7 +288,7 @@ def test_multi_output_handwritten_parses_and_round_trips():
     ("mean: reduce(x, -1, True)", "mean: reduce(x, -1, yes)", "'yes' must be a 'bool' argument"),
     ("grad_mean / x.size(-1)", "grad / x.size(-1)", "unknown name 'grad' in gradient formula"),
     ("grad_mean / x.size(-1)", "grad_mean / x.size(w)", "unknown name 'w'"),
-    ("  x: rstd * (grad_y - grad_y.mean(-1, True)) + grad_mean", "  x: x.size(-1)\n  z: rstd * (grad_y - grad_y.mean(-1, True)) + grad_mean",
+    ("  x: rstd * (grad_y - grad_y.mean(-1, True)) + grad_mean", "  x: x.size(-1)  #",
      "a gradient formula computes a tensor"),
 ])
 def test_multi_output_errors(old, new, message):

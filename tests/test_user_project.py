@@ -98,6 +98,9 @@ assert not hasattr(ops, "plus_backward")
 # argument names shared with the generated code mean the arguments (the generic suite checks the rest)
 y = torch.randn(3, 4, dtype=torch.float64)
 torch.testing.assert_close(ops.trap_sum(y, [1], a=4.0, b=1.0), (4 * y * y + 1).sum(1) / 4)
+yg = y.clone().requires_grad_()
+(got,) = torch.autograd.grad(ops.rev_cumsum(yg), yg, torch.ones_like(y))
+torch.testing.assert_close(got, torch.arange(1.0, 5.0, dtype=torch.float64).expand(3, 4))
 torch.testing.assert_close(ops.trap_names(y, y[0], out=2.0, name=3.0, grads=1.0, tangent=1.0, apply=0.0),
                            6 * y + y[0])
 sys.path.insert(0, sys.argv[1] + "/generated/python")
@@ -195,6 +198,28 @@ TRAP_SUM = {"signature": "trap_sum(Tensor x, int[1] dim, bool keepdim=False, *, 
             "gradient": {"x": "2 * x * grad"}}
 
 
+# A hand-written kernel whose gradient formula reads every tensor method added for such formulas;
+# all but the first term are multiplied by 0, so gradcheck and gradgradcheck (the generated tests)
+# check the formula and the C++ of each method compiles.
+REV_CUMSUM = {"signature": "rev_cumsum(Tensor x) -> Tensor", "dtypes": ["float32", "float64"], "shape": "same(x)",
+              "kernel": {"cpu": "rev_cumsum.cpu.cpp"},
+              "gradient": {"x": "grad.cumsum(-1) + 0 * (x.neg() + x.sign() + x.sin() + x.cos() + x.clamp_min(0) "
+                                "+ x.contiguous() + x.permute([1, 0]).flip([0, 1]).t() + x.narrow(-1, 0, 1).expand_as(x) "
+                                "+ x.reshape_as(x) + x.unsqueeze(0).bmm(x.t().unsqueeze(0)).squeeze(0).narrow(1, 0, 1).expand_as(x) "
+                                "+ x.sum(1).outer(x.sum(0)))"},
+              "reference": "x.flip(-1).cumsum(-1).flip(-1)", "test": {"shapes": {"x": [3, 4]}}}
+REV_CUMSUM_KERNEL = """#include "kernels/rev_cumsum_kernel.h"
+
+namespace myops {
+
+void rev_cumsum_cpu(const at::Tensor& out, const at::Tensor& x) {
+  out.copy_(x.flip(-1).cumsum(-1).flip(-1));
+}
+
+}  // namespace myops
+"""
+
+
 def test_init_generate_build_load(tmp_path, built_ops):
     project = tmp_path / "myops"
     opgen = [sys.executable, "-m", "opgen"]
@@ -224,6 +249,8 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "bounded.yaml").write_text(yaml.safe_dump(BOUNDED))
     (project / "specs" / "band.yaml").write_text(yaml.safe_dump(BAND))
     (project / "specs" / "outside.yaml").write_text(yaml.safe_dump(OUTSIDE))
+    (project / "specs" / "rev_cumsum.yaml").write_text(yaml.safe_dump(REV_CUMSUM))
+    (project / "specs" / "rev_cumsum.cpu.cpp").write_text(REV_CUMSUM_KERNEL)
     (project / "specs" / "trap_names.yaml").write_text(yaml.safe_dump(TRAP_NAMES))
     (project / "specs" / "trap_sum.yaml").write_text(yaml.safe_dump(TRAP_SUM))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)

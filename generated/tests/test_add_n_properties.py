@@ -20,7 +20,7 @@ from opgen.testing import load_op
 PROJECT = (Path(__file__).resolve().parent / '../..').resolve()
 NAMESPACE = 'opgen_ops'
 OP = load_op(PROJECT, 'add_n')
-DIFFERENTIABLE = []
+DIFFERENTIABLE = ['xs']
 UNSUPPORTED_DTYPES = [torch.bool]
 FAILING_ATTRIBUTES = []
 
@@ -42,6 +42,18 @@ def test_matches_float64_reference(overload, case):
 @given(case=S.cases(OP))
 def test_meta_kernel_matches_cpu(overload, case):
     P.meta_matches_cpu(overload, OP, case)
+
+
+@settings(deadline=None, max_examples=10)
+@given(case=S.cases(OP, dtypes=("float64",), max_side=3, layouts=("contiguous", "transposed", "sliced")))
+def test_gradcheck_and_gradgradcheck(overload, case):
+    P.gradients_check(overload, OP, case, DIFFERENTIABLE)
+
+
+@settings(deadline=None, max_examples=20)
+@given(case=S.cases(OP, dtypes=("float64",)))
+def test_gradients_match_autograd_of_reference(overload, case):
+    P.gradients_match_reference(overload, OP, NAMESPACE, case, DIFFERENTIABLE)
 
 
 @settings(deadline=None, max_examples=3)
@@ -70,3 +82,9 @@ def cuda(overload):
 @given(case=S.cases(OP))
 def test_cuda_matches_reference_and_cpu(overload, cuda, case):
     P.cuda_matches_reference_and_cpu(overload, OP, NAMESPACE, case)
+
+
+@settings(deadline=None, max_examples=20)
+@given(case=S.cases(OP, dtypes=('float32', 'float64')))
+def test_cuda_gradients_match_cpu(overload, cuda, case):
+    P.cuda_gradients_match_cpu(overload, OP, case, DIFFERENTIABLE)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .. import testing
-from ..derivatives import gradient_formulas
+from ..derivatives import differentiable_inputs
 from ..dtypes import DTYPES
 from ..library import Library
 from ..model import OpSpec
@@ -62,7 +62,9 @@ def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
         project_from_tests="/".join([".."] * depth),
         shapes_text=_shapes_text(op),
         dtype_names=dtype_names(op),
-        differentiable=[n for n, _ in gradient_formulas(op)],
+        differentiable=list(differentiable_inputs(op)),
+        # a hand-written backward without a CUDA file has no CUDA gradient to compare
+        cuda_gradients=not (op.gradient is not None and op.gradient.kernel is not None and op.gradient.kernel.cuda is None),
         unsupported=unsupported,
         backward=_backward(op),
         backward_dtypes=tuple(d for d in ("float32", "float64") if d in supported),

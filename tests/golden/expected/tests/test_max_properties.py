@@ -50,6 +50,12 @@ def test_gradcheck_and_gradgradcheck(overload, case):
     P.gradients_check(overload, OP, case, DIFFERENTIABLE)
 
 
+@settings(deadline=None, max_examples=20)
+@given(case=S.cases(OP, dtypes=("float64",)))
+def test_gradients_match_autograd_of_reference(overload, case):
+    P.gradients_match_reference(overload, OP, NAMESPACE, case, DIFFERENTIABLE)
+
+
 @settings(deadline=None, max_examples=3)
 @given(case=S.cases(OP, max_side=3))
 def test_opcheck(overload, case):
