@@ -14,8 +14,8 @@ SCHEMA_ID = "https://opgen.dev/schemas/spec-v1.json"
 
 def spec_schema() -> dict[str, Any]:
     rule = {"type": "string", "pattern": r"^\s*(same|broadcast|reduce)\s*\("}
-    expression = {"type": "string", "description": "An expression: numbers, argument names, + - * / **, comparisons, and "
-                  + ", ".join(sorted(FUNCTIONS)) + "."}
+    expression = {"type": "string", "description": "An expression: numbers, argument names, + - * / **, comparisons, "
+                  "and / or / not, and " + ", ".join(sorted(FUNCTIONS)) + "."}
     properties: dict[str, Any] = {
         "signature": {"type": "string", "description": "PyTorch function-schema syntax, e.g. "
                       "'weighted_sum(Tensor a, Tensor b, *, float weight=1.0) -> Tensor'. The op name equals the file name.",
