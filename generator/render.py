@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from importlib import resources
 from pathlib import Path
 
@@ -31,8 +32,23 @@ def header(comment: str, spec: str, template: str, also: str | None = None) -> s
             f"{comment} Edit the spec and run `opgen generate` instead.")
 
 
+# A CommonMark code span: a run of backticks, then text, then a run of the same length.
+_CODE_SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.S)
+
+
 def markdown_text(text: str) -> str:
-    """Plain text made inert in Markdown/HTML (code spans kept as written)."""
+    """Plain text made inert in Markdown/HTML, code spans kept as written: Markdown shows a code
+    span's characters literally (an escape there would show as `&lt;`), and renders no HTML in it."""
+    out, end = [], 0
+    for m in _CODE_SPAN.finditer(text):
+        out.append(_inert(text[end:m.start()]))
+        out.append(m.group(0))
+        end = m.end()
+    out.append(_inert(text[end:]))
+    return "".join(out)
+
+
+def _inert(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 

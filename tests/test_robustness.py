@@ -69,6 +69,14 @@ def test_hostile_doc_is_escaped_for_every_target(tmp_path):
     assert "<script>" not in page and "&lt;script&gt;" in page
 
 
+def test_markdown_code_spans_are_kept_as_written():
+    """Markdown shows a code span's characters literally: an escape inside one would show as `&lt;`."""
+    from opgen.render import markdown_text
+
+    assert markdown_text("`a <= b` and <b>x & y</b> ``c ` <d>``") == "`a <= b` and &lt;b&gt;x &amp; y&lt;/b&gt; ``c ` <d>``"
+    assert markdown_text("an unclosed ` <i>") == "an unclosed ` &lt;i&gt;"
+
+
 def test_invisible_characters_are_spelled_out_in_cpp_and_escaped_in_python(tmp_path):
     """Bidirectional overrides and zero-width marks (the fuzz found one: gcc rejects an unpaired
     override with -Werror=bidi-chars) never reach a C++ file, and Python sources escape them."""
