@@ -246,6 +246,29 @@ def cuda_gradients_match_cpu(overload, op: OpSpec, case: Case, differentiable: l
                                    equal_nan=True, msg=lambda m: f"gradient of '{name}' on CUDA vs CPU: {m}")
 
 
+def out_variant_matches_functional(overload, out_overload, op: OpSpec, namespace: str, case: Case) -> None:
+    """`<op>.out` writes what the functional op returns into `out`, whether `out` has the result's
+    shape, is empty (resized) or is a non-contiguous view; it returns nothing, and refuses an `out`
+    of another dtype, naming the op."""
+    tensors = case.tensors(op)
+    (expected,) = outputs(call(overload, op, tensors, case.attrs))
+    args, kwargs = testing.call_args(op, tensors, case.attrs)
+    reverse = tuple(range(expected.dim() - 1, -1, -1))
+    outs = [torch.empty_like(expected), torch.empty(0, dtype=expected.dtype),
+            torch.empty(expected.shape[::-1], dtype=expected.dtype).permute(reverse)]
+    for out in outs:
+        assert out_overload(*args, **kwargs, out=out) is None
+        assert out.shape == expected.shape, f"{op.name}.out: out has shape {tuple(out.shape)}, the result {tuple(expected.shape)}"
+        torch.testing.assert_close(out, expected, equal_nan=True, msg=lambda m: f"{op.name}.out: {m}")
+    other = torch.int32 if expected.is_floating_point() else torch.float64
+    try:
+        out_overload(*args, **kwargs, out=torch.empty(expected.shape, dtype=other))
+    except TypeError as e:
+        assert f"{namespace}.{op.name}(): argument 'out' has dtype" in str(e), str(e)
+    else:
+        raise AssertionError(f"{op.name}.out accepted an out of dtype {other}")
+
+
 def inplace_matches_out_of_place(overload, inplace, op: OpSpec, namespace: str, case: Case) -> None:
     """`<op>_` writes exactly the out-of-place result into its first argument when that has the
     result's shape, and refuses (naming the argument) when the result is larger (a broadcast)."""

@@ -56,6 +56,15 @@ def test_gradients_match_autograd_of_reference(overload, case):
     P.gradients_match_reference(overload, OP, NAMESPACE, case, DIFFERENTIABLE)
 
 
+@settings(deadline=None)
+@given(case=S.cases(OP))
+def test_out_variant_matches_functional(overload, case):
+    import opgen
+
+    out_overload = getattr(opgen.load(PROJECT), OP.name).out
+    P.out_variant_matches_functional(overload, out_overload, OP, NAMESPACE, case)
+
+
 @settings(deadline=None, max_examples=3)
 @given(case=S.cases(OP, max_side=3))
 def test_opcheck(overload, case):

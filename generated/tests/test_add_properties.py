@@ -62,6 +62,15 @@ def test_gradcheck_and_gradgradcheck(overload, case):
 
 @settings(deadline=None)
 @given(case=S.cases(OP))
+def test_out_variant_matches_functional(overload, case):
+    import opgen
+
+    out_overload = getattr(opgen.load(PROJECT), OP.name).out
+    P.out_variant_matches_functional(overload, out_overload, OP, NAMESPACE, case)
+
+
+@settings(deadline=None)
+@given(case=S.cases(OP))
 def test_inplace_matches_out_of_place(overload, case):
     import opgen
 

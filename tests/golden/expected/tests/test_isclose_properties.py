@@ -44,6 +44,15 @@ def test_meta_kernel_matches_cpu(overload, case):
     P.meta_matches_cpu(overload, OP, case)
 
 
+@settings(deadline=None)
+@given(case=S.cases(OP))
+def test_out_variant_matches_functional(overload, case):
+    import opgen
+
+    out_overload = getattr(opgen.load(PROJECT), OP.name).out
+    P.out_variant_matches_functional(overload, out_overload, OP, NAMESPACE, case)
+
+
 @settings(deadline=None, max_examples=3)
 @given(case=S.cases(OP, max_side=3))
 def test_opcheck(overload, case):

@@ -60,6 +60,15 @@ def test_gradcheck_and_gradgradcheck(overload, case):
     P.gradients_check(overload, OP, case, DIFFERENTIABLE)
 
 
+@settings(deadline=None)
+@given(case=S.cases(OP))
+def test_out_variant_matches_functional(overload, case):
+    import opgen
+
+    out_overload = getattr(opgen.load(PROJECT), OP.name).out
+    P.out_variant_matches_functional(overload, out_overload, OP, NAMESPACE, case)
+
+
 @settings(deadline=None, max_examples=3)
 @given(case=S.cases(OP, max_side=3))
 def test_opcheck(overload, case):
