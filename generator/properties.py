@@ -115,6 +115,18 @@ def opcheck(overload, op: OpSpec, case: Case) -> None:
     torch.library.opcheck(overload, args, kwargs)
 
 
+def out_opcheck(overload, out_overload, op: OpSpec, case: Case) -> None:
+    """opcheck of `<op>.out`: its schema, FakeTensor (resizing an empty `out`) and torch.compile's
+    functionalization of the mutation."""
+    from hypothesis import assume
+
+    args, kwargs = testing.call_args(op, case.tensors(op), case.attrs)
+    (expected,) = outputs(overload(*args, **kwargs))
+    assume(not (expected.is_floating_point() and bool(expected.isnan().any())))  # as in opcheck above
+    for out in (torch.empty_like(expected), torch.empty(0, dtype=expected.dtype)):
+        torch.library.opcheck(out_overload, args, {**kwargs, "out": out})
+
+
 def rejects_wrong_dtype(overload, op: OpSpec, namespace: str, case: Case, bad_dtype) -> None:
     tensors = case.tensors(op)
     first = op.tensor_inputs[0].name

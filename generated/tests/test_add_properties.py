@@ -69,6 +69,14 @@ def test_out_variant_matches_functional(overload, case):
     P.out_variant_matches_functional(overload, out_overload, OP, NAMESPACE, case)
 
 
+@settings(deadline=None, max_examples=3)
+@given(case=S.cases(OP, max_side=3))
+def test_out_variant_opcheck(overload, case):
+    import opgen
+
+    P.out_opcheck(overload, getattr(opgen.load(PROJECT), OP.name).out, OP, case)
+
+
 @settings(deadline=None)
 @given(case=S.cases(OP))
 def test_inplace_matches_out_of_place(overload, case):

@@ -67,6 +67,14 @@ def test_out_variant_matches_functional(overload, case):
 
 @settings(deadline=None, max_examples=3)
 @given(case=S.cases(OP, max_side=3))
+def test_out_variant_opcheck(overload, case):
+    import opgen
+
+    P.out_opcheck(overload, getattr(opgen.load(PROJECT), OP.name).out, OP, case)
+
+
+@settings(deadline=None, max_examples=3)
+@given(case=S.cases(OP, max_side=3))
 def test_opcheck(overload, case):
     P.opcheck(overload, OP, case)
 
