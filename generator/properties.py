@@ -115,6 +115,36 @@ def opcheck(overload, op: OpSpec, case: Case) -> None:
     torch.library.opcheck(overload, args, kwargs)
 
 
+def vmap_matches_loop(overload, op: OpSpec, case: Case) -> None:
+    """torch.vmap over three samples against calling the op on each: every tensor input batched,
+    then only the first (the others shared). The generated batching rule (ops that broadcast) and
+    functorch's per-sample fallback (the others) must both give what the op gives."""
+    import dataclasses
+
+    samples = [dataclasses.replace(case, seed=case.seed + i).tensors(op) for i in range(3)]
+    names = [a.name for a in op.tensor_inputs]
+
+    def stacked(values):
+        if values[0] is None:
+            return None
+        if isinstance(values[0], list):
+            return [torch.stack(v) for v in zip(*values)]
+        return torch.stack(values)
+
+    def fn(*ts):
+        return call(overload, op, dict(zip(names, ts)), case.attrs)
+
+    for batched_names in (names, names[:1]):
+        per_sample = [{n: s[n] if n in batched_names else samples[0][n] for n in names} for s in samples]
+        args = [stacked([s[n] for s in samples]) if n in batched_names else samples[0][n] for n in names]
+        in_dims = tuple(0 if n in batched_names and a is not None else None for n, a in zip(names, args))
+        got = outputs(torch.vmap(fn, in_dims=in_dims)(*args))
+        want = [outputs(call(overload, op, s, case.attrs)) for s in per_sample]
+        for i, g in enumerate(got):
+            torch.testing.assert_close(g, torch.stack([w[i] for w in want]), equal_nan=True,
+                                       msg=lambda m: f"{op.name}: vmap over {', '.join(batched_names)}, output {i}: {m}")
+
+
 def out_opcheck(overload, out_overload, op: OpSpec, case: Case) -> None:
     """opcheck of `<op>.out`: its schema, FakeTensor (resizing an empty `out`) and torch.compile's
     functionalization of the mutation."""

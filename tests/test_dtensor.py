@@ -60,6 +60,13 @@ assert r.grad.placements == (Shard(0),), r.grad.placements
 torch.testing.assert_close(r.grad.full_tensor(), (torch.cos(b) + 2 * torch.sin(b)).expand(4, 6))
 torch.testing.assert_close(theta.grad.redistribute(mesh, [Replicate()]).to_local(),
                            (-a.abs() * torch.sin(b) + 2 * a.abs() * torch.cos(b)).sum(0))
+# a Tensor[] argument: no sharding rule (one registered for it failed inside DTensor's dispatch)
+try:
+    ops.add_n([x, x])
+except NotImplementedError as e:
+    assert "does not have a sharding strategy registered" in str(e), str(e)
+else:
+    raise AssertionError("add_n of DTensors ran without a sharding rule")
 dist.destroy_process_group()
 print("rank", dist.get_rank() if dist.is_initialized() else os.environ["RANK"], "ok", flush=True)
 # Skip interpreter teardown: c10d/gloo background threads occasionally abort in static

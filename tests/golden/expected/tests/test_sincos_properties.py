@@ -66,6 +66,12 @@ def test_opcheck(overload, case):
     P.opcheck(overload, OP, case)
 
 
+@settings(deadline=None, max_examples=10)
+@given(case=S.cases(OP, max_side=3))
+def test_vmap_matches_a_loop_over_samples(overload, case):
+    P.vmap_matches_loop(overload, OP, case)
+
+
 @pytest.mark.parametrize("dtype", UNSUPPORTED_DTYPES, ids=str)
 @settings(deadline=None, max_examples=5)
 @given(case=S.cases(OP))

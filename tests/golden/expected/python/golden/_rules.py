@@ -8,7 +8,8 @@ DTensor: the output may be replicated or sharded on any dimension; an input is s
 matching dimension, or replicated where it broadcasts there, so a sharded tensor stays sharded.
 They are registered when torch.distributed.tensor is imported (it is slow to import, so loading
 this library never imports it). Other ops use functorch's per-sample fallback and have no
-sharding rule. Self-contained: ``opgen.load()`` runs it too.
+sharding rule (nor have ops with a Tensor[] argument: DTensor raises NotImplementedError for
+them, as for any op without one). Self-contained: ``opgen.load()`` runs it too.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ NAMESPACE = 'golden'
 OPS = {'clamp': 1, 'gelu': 1, 'isclose': 1, 'sincos': 2, 'weighted_sum': 1}
 # <op>_backward: number of gradients it returns (its last arguments are their input shapes)
 BACKWARDS = {'clamp_backward': 1, 'gelu_backward': 1, 'sincos_backward': 1, 'weighted_sum_backward': 1}
+# the ops that get a sharding rule: those without a Tensor[] argument, which DTensor's rules cannot place
+SHARDED = ['clamp', 'gelu', 'isclose', 'sincos', 'weighted_sum']
 
 
 def _to_front(t: torch.Tensor, bdim: int | None, rank: int) -> torch.Tensor:
@@ -37,11 +40,19 @@ def _batch_rule(op, n_outputs):
     out_dims = 0 if n_outputs == 1 else (0,) * n_outputs
 
     def rule(info, in_dims, *args, **kwargs):
-        tensors = [(i, a, d) for i, (a, d) in enumerate(zip(args, in_dims)) if isinstance(a, torch.Tensor)]
-        rank = max(a.dim() - (d is not None) for _, a, d in tensors)
+        # A Tensor[] argument has one dim per element; its elements share one shape (same(xs)),
+        # so the unbatched ones are expanded over the batch rather than left to broadcast.
+        lists = {i for i, a in enumerate(args) if isinstance(a, (list, tuple))}
+        dims = [d if i not in lists or isinstance(d, (list, tuple)) else [d] * len(args[i]) for i, d in enumerate(in_dims)]
+        tensors = [(a, d) for i, (a, d) in enumerate(zip(args, dims)) if isinstance(a, torch.Tensor)]
+        tensors += [(t, e) for i in lists for t, e in zip(args[i], dims[i])]
+        rank = max(a.dim() - (d is not None) for a, d in tensors)
         args = list(args)
-        for i, a, d in tensors:
-            args[i] = _to_front(a, d, rank)
+        for i, a in enumerate(args):
+            if isinstance(a, torch.Tensor):
+                args[i] = _to_front(a, dims[i], rank)
+            elif i in lists:
+                args[i] = [_to_front(t, e, rank) if e is not None else t.expand((info.batch_size, *t.shape)) for t, e in zip(a, dims[i])]
         return op(*args, **kwargs), out_dims
 
     return rule
@@ -106,8 +117,8 @@ def _register_sharding() -> None:
     from torch.distributed.tensor.experimental import register_sharding
 
     ops = getattr(torch.ops, NAMESPACE)
-    for name, n_outputs in OPS.items():
-        register_sharding(getattr(ops, name).default)(_shardings(n_outputs))
+    for name in SHARDED:
+        register_sharding(getattr(ops, name).default)(_shardings(OPS[name]))
     for name, n_grads in BACKWARDS.items():
         register_sharding(getattr(ops, name).default)(_backward_shardings(n_grads))
 
@@ -142,7 +153,7 @@ def register() -> None:
     ops._opgen_rules_registered = True
     for name, n_outputs in OPS.items():
         torch.library.register_vmap(f"{NAMESPACE}::{name}", _batch_rule(getattr(ops, name).default, n_outputs))
-    if not torch.distributed.is_available() or not OPS:
+    if not torch.distributed.is_available() or not SHARDED:
         return
     if "torch.distributed.tensor" in sys.modules:
         _register_sharding()
