@@ -375,14 +375,14 @@ class _SpecParser:
         except SchemaError as e:
             raise SpecError(self.src.inner_location(("signature",), e.col), e.message) from None
         stem = PurePosixPath(self.src.path).stem
-        from .schema import reserved_reason
+        from .schema import op_name_reserved_reason
 
         if schema.name != stem:
-            fix = f"rename the file to {schema.name}.yaml" + ("" if reserved_reason(stem) else f" or the op to {stem}")
+            fix = f"rename the file to {schema.name}.yaml" + ("" if op_name_reserved_reason(stem) else f" or the op to {stem}")
             raise SpecError(self.src.inner_location(("signature",), 0),
                             f"op name '{schema.name}' must equal the file name '{stem}'; {fix}")
 
-        reason = reserved_reason(schema.name)
+        reason = op_name_reserved_reason(schema.name)
         if reason:
             raise SpecError(self.src.inner_location(("signature",), 0), f"invalid op name '{schema.name}': {reason}")
         return schema

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from .config import ProjectConfig, namespace_problem
 from .errors import OpgenError
-from .schema import reserved_reason
+from .schema import op_name_reserved_reason
 
 SCHEMA_FILE = "opgen-spec.schema.json"
 
@@ -47,7 +47,7 @@ build = "build"
 
 
 def check_op_name(name: str) -> None:
-    reason = reserved_reason(name)
+    reason = op_name_reserved_reason(name)
     if reason:
         raise OpgenError(f"invalid op name '{name}': {reason}")
 

@@ -48,6 +48,18 @@ def reserved_reason(name: str) -> str | None:
     return None
 
 
+# Names the generated Python package defines beside its ops (generated/python/<ns>/): an op of
+# one of these names would shadow it, or be shadowed.
+PYTHON_PACKAGE_NAMES = ("load_library", "ops", "return_types", "Tensor", "Optional", "Sequence", "Union", "NamedTuple")
+
+
+def op_name_reserved_reason(name: str) -> str | None:
+    """Why ``name`` can't be an op name, or None if it can: an argument's rules, and the package's own names."""
+    if name in PYTHON_PACKAGE_NAMES:
+        return f"'{name}' is a name the generated Python package defines (it has {', '.join(PYTHON_PACKAGE_NAMES)})"
+    return reserved_reason(name)
+
+
 class SchemaError(Exception):
     def __init__(self, col: int, message: str) -> None:
         super().__init__(message)

@@ -236,6 +236,8 @@ def test_list_and_new(project, capsys):
     assert listed == defined, listed ^ defined
     assert run(project, "new", "swish") == 2
     assert run(project, "new", "class") == 2
+    assert run(project, "new", "load_library") == 2  # the generated package's own names
+    assert "'load_library' is a name the generated Python package defines" in capsys.readouterr().err
 
 
 def test_usage_errors_exit_2(tmp_path, capsys):

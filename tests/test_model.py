@@ -162,3 +162,9 @@ def test_test_ranges():
     assert op.test.range("a") == (0.1, 2.0)
     e = error(GOOD + "test:\n  ranges:\n    a: [2, 1]\n")
     assert "low < high" in e.message and e.location.line == 12
+
+
+@pytest.mark.parametrize("name", ["ops", "Tensor", "return_types"])
+def test_op_names_the_python_package_defines_are_refused(name):
+    e = error(GOOD.replace("weighted_sum(", f"{name}("), path=f"specs/{name}.yaml")
+    assert f"invalid op name '{name}': '{name}' is a name the generated Python package defines" in e.message

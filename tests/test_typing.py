@@ -22,6 +22,8 @@ x = torch.randn(3)
 y: torch.Tensor = opgen_ops.softplus(x, beta=2.0)
 z = opgen_ops.gelu(y, approximate="none", out=torch.empty(3))
 w = opgen_ops.weighted_sum(x, z, weight=0.5) + opgen_ops.clamp(x, min=-1.0, max=1.0)
+m: opgen_ops.return_types.max = opgen_ops.max(x, 0)
+i: torch.Tensor = m.indices + opgen_ops.to_cartesian(x, y).y
 """
 
 BAD = """
@@ -33,6 +35,7 @@ opgen_ops.softplus(x, beta="2")
 opgen_ops.clamp(x, min=0.0)
 opgen_ops.relu(x, inplace=True)
 s: str = opgen_ops.sigmoid(x)
+opgen_ops.max(x, 0).value
 """
 
 
@@ -50,17 +53,24 @@ def test_mypy_accepts_correct_calls_and_rejects_wrong_ones(tmp_path):
     bad = _mypy(tmp_path, BAD)
     assert bad.returncode == 1, bad.stdout + bad.stderr
     lines = {int(line.split(":")[1]) for line in bad.stdout.splitlines() if ": error:" in line}
-    assert lines == {6, 7, 8, 9}, bad.stdout
+    assert lines == {6, 7, 8, 9, 10}, bad.stdout
     assert 'Argument "beta" to "softplus" has incompatible type "str"; expected "float"' in bad.stdout
     assert 'Missing named argument "max" for "clamp"' in bad.stdout
+    assert '"max" has no attribute "value"' in bad.stdout
 
 
 def test_stubs_match_the_runtime_wrappers(typed_api):
     stubs = ast.parse((PYTHON / "opgen_ops" / "__init__.pyi").read_text())
     functions = {f.name: f for f in stubs.body if isinstance(f, ast.FunctionDef) and f.name != "load_library"}
-    assert set(functions) == set(typed_api.__all__) - {"load_library", "ops"}
+    assert set(functions) == set(typed_api.__all__) - {"load_library", "ops", "return_types"}
+    # the named tuples of ops with several outputs: the same classes, fields and annotations
+    (named,) = [c for c in stubs.body if isinstance(c, ast.ClassDef) and c.name == "return_types"]
+    stub_fields = {c.name: [f.target.id for f in c.body] for c in named.body}
+    assert stub_fields == {k: list(v._fields) for k, v in vars(typed_api.return_types).items() if isinstance(v, type)}
+    assert stub_fields["max"] == ["values", "indices"]
     for name, stub in functions.items():
         runtime = inspect.signature(getattr(typed_api, name))
+        assert ast.unparse(stub.returns) == str(runtime.return_annotation), name
         params = stub.args.args + stub.args.kwonlyargs
         assert [p.arg for p in params] == list(runtime.parameters), name
         assert [ast.unparse(p.annotation) for p in params] == [str(p.annotation) for p in runtime.parameters.values()], name

@@ -41,16 +41,17 @@ def emit_package(lib: Library, sections: dict[str, list[str]]) -> list[Generated
         if (ip := inplace(op)) is not None:
             stubs.append(Stub(f"{op.name}_", ip.params, ip.docstring, "Tensor"))
     broadcasting = [op for op in lib.ops if batches_by_broadcasting(op)]
+    named = [(op.name, op.output_names) for op in lib.ops if len(op.schema.returns) > 1]  # return_types.<op>
     return [
-        GeneratedFile(f"{base}/__init__.py", render("python/__init__.py.j2", ns=lib.namespace, ops=lib.ops)),
-        GeneratedFile(f"{base}/__init__.pyi", render("python/__init__.pyi.j2", ns=lib.namespace, stubs=stubs)),
+        GeneratedFile(f"{base}/__init__.py", render("python/__init__.py.j2", ns=lib.namespace, ops=lib.ops, named=named)),
+        GeneratedFile(f"{base}/__init__.pyi", render("python/__init__.pyi.j2", ns=lib.namespace, stubs=stubs, named=named)),
         GeneratedFile(f"{base}/py.typed", ""),
         GeneratedFile(f"{base}/_rules.py", render("python/_rules.py.j2", ns=lib.namespace, ops={o.name: len(o.schema.returns) for o in broadcasting},
                                                   backwards={p.name: len(p.computed) for p in map(backward.plan, broadcasting) if p and p.computed},
                                                   sharded=[o.name for o in broadcasting if not any(a.type.is_list for a in o.tensor_inputs)])),
         GeneratedFile(f"{base}/_library.py", render("python/_library.py.j2", ns=lib.namespace,
                                                     library_file=library_file(lib), build_dir=lib.build_dir_from_python)),
-        GeneratedFile(f"{base}/_ops.py", render("python/_ops.py.j2", ns=lib.namespace, sections=sections.get(WRAPPER, []))),
+        GeneratedFile(f"{base}/_ops.py", render("python/_ops.py.j2", ns=lib.namespace, sections=sections.get(WRAPPER, []), named=named)),
         GeneratedFile(f"{base}/_references.py", render("python/_references.py.j2", sections=sections.get(REFERENCE, []))),
     ]
 
@@ -88,8 +89,8 @@ def inplace(op: OpSpec) -> SimpleNamespace | None:
 
 
 def returns_annotation(op: OpSpec) -> str:
-    n = len(op.schema.returns)
-    return "Tensor" if n == 1 else "tuple[" + ", ".join(["Tensor"] * n) + "]"
+    """One output: a Tensor; several: a named tuple, `return_types.<op>`, as torch.return_types."""
+    return "Tensor" if len(op.schema.returns) == 1 else f"return_types.{op.name}"
 
 
 def docstring(op: OpSpec) -> str:

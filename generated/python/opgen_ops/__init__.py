@@ -11,6 +11,7 @@ from ._library import load_library, ops
 load_library()
 
 from ._ops import (
+    return_types,
     abs_max,
     add,
     add_,
@@ -37,6 +38,7 @@ from ._ops import (
 __all__ = [
     "load_library",
     "ops",
+    "return_types",
     'abs_max',
     'add',
     'add_',

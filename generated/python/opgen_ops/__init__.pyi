@@ -3,7 +3,7 @@
 """Type stubs of the ``opgen_ops`` op library: one function per op, with the spec's argument
 names, types, defaults and docs (the runtime package is __init__.py)."""
 
-from typing import Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -11,6 +11,18 @@ from torch import Tensor
 ops: torch._ops._OpNamespace
 
 def load_library() -> None: ...
+
+class return_types:
+    class layer_norm(NamedTuple):
+        y: Tensor
+        mean: Tensor
+        rstd: Tensor
+    class max(NamedTuple):
+        values: Tensor
+        indices: Tensor
+    class to_cartesian(NamedTuple):
+        x: Tensor
+        y: Tensor
 
 def abs_max(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
     """Largest absolute value over `dim` (the infinity norm); 0 over no elements.
@@ -66,7 +78,7 @@ def l2_norm(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Option
     """
     ...
 
-def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> return_types.layer_norm:
     """Layer normalization over the last dimension (biased variance), then `weight * x + bias`; also returns each row's mean and reciprocal standard deviation, as torch.native_layer_norm does. Hand-written CPU kernel; the gradients are whole-tensor ATen formulas that reuse the saved statistics.
 
     Schema: ``layer_norm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> (Tensor y, Tensor mean, Tensor rstd)``.
@@ -87,7 +99,7 @@ def logsumexp(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Opti
     """
     ...
 
-def max(x: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+def max(x: Tensor, dim: int, keepdim: bool = False) -> return_types.max:
     """Largest element along `dim` and its index; NaN wins, ties go to the lowest index.
 
     Schema: ``max(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)``.
@@ -141,7 +153,7 @@ def sum_squares(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Op
     """
     ...
 
-def to_cartesian(r: Tensor, theta: Tensor) -> tuple[Tensor, Tensor]:
+def to_cartesian(r: Tensor, theta: Tensor) -> return_types.to_cartesian:
     """Polar to Cartesian coordinates, `x = r cos(theta)` and `y = r sin(theta)`, with broadcasting. Two outputs from one pass over memory; the gradient formulas reuse the saved outputs.
 
     Schema: ``to_cartesian(Tensor r, Tensor theta) -> (Tensor x, Tensor y)``.

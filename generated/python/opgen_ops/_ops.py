@@ -10,7 +10,7 @@ OpOverloads, not their callables, so while compiling a wrapper calls the overloa
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union  # noqa: F401
+from typing import NamedTuple, Optional, Sequence, Union  # noqa: F401
 
 import torch
 from torch import Tensor  # noqa: F401
@@ -24,6 +24,23 @@ _ns = torch.ops.opgen_ops
 
 def _eager(overload: torch._ops.OpOverload):  # type: ignore[no-untyped-def]
     return getattr(overload, "_op", overload)  # a torch without `_op`: the overload
+
+
+class return_types:  # noqa: N801 (named like torch.return_types)
+    """What the ops with several outputs return: a named tuple per op, as torch.return_types."""
+
+    class layer_norm(NamedTuple):
+        y: Tensor
+        mean: Tensor
+        rstd: Tensor
+
+    class max(NamedTuple):
+        values: Tensor
+        indices: Tensor
+
+    class to_cartesian(NamedTuple):
+        x: Tensor
+        y: Tensor
 
 
 # abs_max: specs/abs_max.yaml
@@ -166,12 +183,12 @@ _layer_norm__default = _ns.layer_norm.default
 _layer_norm__default_eager = _eager(_layer_norm__default)
 
 
-def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> tuple[Tensor, Tensor, Tensor]:
+def layer_norm(x: Tensor, weight: Tensor, bias: Tensor, *, eps: float = 1e-05) -> return_types.layer_norm:
     """Layer normalization over the last dimension (biased variance), then `weight * x + bias`; also returns each row's mean and reciprocal standard deviation, as torch.native_layer_norm does. Hand-written CPU kernel; the gradients are whole-tensor ATen formulas that reuse the saved statistics.
 
     Schema: ``layer_norm(Tensor x, Tensor weight, Tensor bias, *, float eps=1e-05) -> (Tensor y, Tensor mean, Tensor rstd)``.
     """
-    return (_layer_norm__default if _compiling() else _layer_norm__default_eager)(x, weight, bias, eps=eps)  # type: ignore[no-any-return]
+    return return_types.layer_norm(*(_layer_norm__default if _compiling() else _layer_norm__default_eager)(x, weight, bias, eps=eps))
 
 
 # linear: specs/linear.yaml
@@ -215,12 +232,12 @@ _max__default = _ns.max.default
 _max__default_eager = _eager(_max__default)
 
 
-def max(x: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+def max(x: Tensor, dim: int, keepdim: bool = False) -> return_types.max:
     """Largest element along `dim` and its index; NaN wins, ties go to the lowest index.
 
     Schema: ``max(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)``.
     """
-    return (_max__default if _compiling() else _max__default_eager)(x, dim, keepdim)  # type: ignore[no-any-return]
+    return return_types.max(*(_max__default if _compiling() else _max__default_eager)(x, dim, keepdim))
 
 
 # relu: specs/relu.yaml
@@ -345,12 +362,12 @@ _to_cartesian__default = _ns.to_cartesian.default
 _to_cartesian__default_eager = _eager(_to_cartesian__default)
 
 
-def to_cartesian(r: Tensor, theta: Tensor) -> tuple[Tensor, Tensor]:
+def to_cartesian(r: Tensor, theta: Tensor) -> return_types.to_cartesian:
     """Polar to Cartesian coordinates, `x = r cos(theta)` and `y = r sin(theta)`, with broadcasting. Two outputs from one pass over memory; the gradient formulas reuse the saved outputs.
 
     Schema: ``to_cartesian(Tensor r, Tensor theta) -> (Tensor x, Tensor y)``.
     """
-    return (_to_cartesian__default if _compiling() else _to_cartesian__default_eager)(r, theta)  # type: ignore[no-any-return]
+    return return_types.to_cartesian(*(_to_cartesian__default if _compiling() else _to_cartesian__default_eager)(r, theta))
 
 
 # weighted_sum: specs/weighted_sum.yaml

@@ -11,6 +11,7 @@ from ._library import load_library, ops
 load_library()
 
 from ._ops import (
+    return_types,
     clamp,
     gelu,
     isclose,
@@ -25,6 +26,7 @@ from ._ops import (
 __all__ = [
     "load_library",
     "ops",
+    "return_types",
     'clamp',
     'gelu',
     'isclose',

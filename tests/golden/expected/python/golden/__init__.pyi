@@ -3,7 +3,7 @@
 """Type stubs of the ``golden`` op library: one function per op, with the spec's argument
 names, types, defaults and docs (the runtime package is __init__.py)."""
 
-from typing import Optional, Sequence, Union
+from typing import NamedTuple, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -11,6 +11,14 @@ from torch import Tensor
 ops: torch._ops._OpNamespace
 
 def load_library() -> None: ...
+
+class return_types:
+    class max(NamedTuple):
+        values: Tensor
+        indices: Tensor
+    class sincos(NamedTuple):
+        sin: Tensor
+        cos: Tensor
 
 def clamp(x: Tensor, *, min: float, max: float, out: Optional[Tensor] = None) -> Tensor:
     """Limits every element to `[min, max]`; NaN stays NaN.
@@ -47,7 +55,7 @@ def linear(x: Tensor, w: Tensor, bias: Optional[Tensor] = None, *, out: Optional
     """
     ...
 
-def max(x: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+def max(x: Tensor, dim: int, keepdim: bool = False) -> return_types.max:
     """Largest element along `dim` and its index; NaN wins, ties go to the lowest index.
 
     Schema: ``max(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)``.
@@ -61,7 +69,7 @@ def scale_rows(x: Tensor, scale: Tensor, *, offset: Union[int, float, bool] = 0,
     """
     ...
 
-def sincos(x: Tensor, *, scale: float = 1.0) -> tuple[Tensor, Tensor]:
+def sincos(x: Tensor, *, scale: float = 1.0) -> return_types.sincos:
     """Sine and cosine of `scale * x` in one pass.
 
     Schema: ``sincos(Tensor x, *, float scale=1.0) -> (Tensor sin, Tensor cos)``.

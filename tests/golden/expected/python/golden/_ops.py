@@ -10,7 +10,7 @@ OpOverloads, not their callables, so while compiling a wrapper calls the overloa
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union  # noqa: F401
+from typing import NamedTuple, Optional, Sequence, Union  # noqa: F401
 
 import torch
 from torch import Tensor  # noqa: F401
@@ -24,6 +24,18 @@ _ns = torch.ops.golden
 
 def _eager(overload: torch._ops.OpOverload):  # type: ignore[no-untyped-def]
     return getattr(overload, "_op", overload)  # a torch without `_op`: the overload
+
+
+class return_types:  # noqa: N801 (named like torch.return_types)
+    """What the ops with several outputs return: a named tuple per op, as torch.return_types."""
+
+    class max(NamedTuple):
+        values: Tensor
+        indices: Tensor
+
+    class sincos(NamedTuple):
+        sin: Tensor
+        cos: Tensor
 
 
 # clamp: specs/clamp.yaml
@@ -121,12 +133,12 @@ _max__default = _ns.max.default
 _max__default_eager = _eager(_max__default)
 
 
-def max(x: Tensor, dim: int, keepdim: bool = False) -> tuple[Tensor, Tensor]:
+def max(x: Tensor, dim: int, keepdim: bool = False) -> return_types.max:
     """Largest element along `dim` and its index; NaN wins, ties go to the lowest index.
 
     Schema: ``max(Tensor x, int dim, bool keepdim=False) -> (Tensor values, Tensor indices)``.
     """
-    return (_max__default if _compiling() else _max__default_eager)(x, dim, keepdim)  # type: ignore[no-any-return]
+    return return_types.max(*(_max__default if _compiling() else _max__default_eager)(x, dim, keepdim))
 
 
 # scale_rows: specs/scale_rows.yaml
@@ -152,12 +164,12 @@ _sincos__default = _ns.sincos.default
 _sincos__default_eager = _eager(_sincos__default)
 
 
-def sincos(x: Tensor, *, scale: float = 1.0) -> tuple[Tensor, Tensor]:
+def sincos(x: Tensor, *, scale: float = 1.0) -> return_types.sincos:
     """Sine and cosine of `scale * x` in one pass.
 
     Schema: ``sincos(Tensor x, *, float scale=1.0) -> (Tensor sin, Tensor cos)``.
     """
-    return (_sincos__default if _compiling() else _sincos__default_eager)(x, scale=scale)  # type: ignore[no-any-return]
+    return return_types.sincos(*(_sincos__default if _compiling() else _sincos__default_eager)(x, scale=scale))
 
 
 # weighted_sum: specs/weighted_sum.yaml
