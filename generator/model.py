@@ -30,7 +30,8 @@ MUTATION_RESERVED = ("dispatch_key", "mode")
 VARIANT_NAMES = {"out": "out=", "inplace": "in-place"}
 MAX_SCHEMA_ARGUMENTS = 64  # c10's dispatcher (DispatchKeyExtractor's bitset)
 # Names an expression adds to the op's arguments (besides its outputs' names), and what they mean.
-EXPRESSION_NAMES = {"acc": "the combined value", "count": "the number of elements reduced into each output element"}
+EXPRESSION_NAMES = {"acc": "the combined value", "count": "the number of elements reduced into each output element",
+                    "ties": "the number of elements whose map equals the result (a max's ties)"}
 
 KERNEL_KEYS = ("pointwise", "reduce", "cpu", "cuda")
 CUSTOM_KERNEL_SUFFIXES = {"cpu": (".cpp", ".cc"), "cuda": (".cu",)}
@@ -783,6 +784,7 @@ class _SpecParser:
         extra = {n: E.TENSOR for n in self.result_names()}
         if reduction:
             extra["count"] = E.NUM  # the number of elements reduced into each output element
+            extra["ties"] = E.TENSOR  # per output element: how many elements' map equals the result
         scope = self.scope(elementwise=True, what="gradient formula", extra=extra)
         for name in value:  # every key before any formula, so a mapping cut at commas is explained
             if name not in tensors:

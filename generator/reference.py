@@ -13,6 +13,17 @@ def reduce_dims(x: torch.Tensor, dim: Union[int, Sequence[int]]) -> tuple[int, .
     return dims if dims else tuple(range(x.dim()))
 
 
+def extreme(v: torch.Tensor, dims: tuple[int, ...], keepdim: bool, largest: bool, identity: float) -> torch.Tensor:
+    """A fold of maximum (or minimum) from ``identity``, through torch.amax (amin) wherever there is
+    something to reduce: the same values as ``fold``, and ties share the gradient as in torch."""
+    wrapped = sorted({d % v.dim() for d in dims}) if v.dim() else []
+    pick = torch.maximum if largest else torch.minimum
+    if not wrapped or any(v.shape[d] == 0 for d in wrapped):
+        return fold(v, dims, keepdim, pick, identity)
+    reduced = (torch.amax if largest else torch.amin)(v, wrapped, keepdim)
+    return pick(reduced, torch.tensor(identity, dtype=v.dtype))
+
+
 def fold(v: torch.Tensor, dims: tuple[int, ...], keepdim: bool, combine: Callable, identity: float) -> torch.Tensor:
     """Folds the elements of ``v`` along ``dims`` one at a time with ``combine``, from ``identity``."""
     if v.dim() == 0:

@@ -100,6 +100,8 @@ def test_max_with_indices():
      "argument name 'acc' is taken: in the post expression it names the combined value; rename the argument"),
     ("bool keepdim=False)", "bool keepdim=False, float count=1.0)", 1, 72,
      "argument name 'count' is taken: in the gradient formula it names the number of elements reduced into each output"),
+    ("bool keepdim=False)", "bool keepdim=False, float ties=1.0)", 1, 72,
+     "argument name 'ties' is taken: in the gradient formula it names the number of elements whose map equals the result"),
 ])
 def test_reduction_errors(old, new, line, col, message):
     assert old in SUM_SQUARES

@@ -164,6 +164,22 @@ def test_max_gradient_goes_to_the_chosen_element(built_ops):
     assert torch.autograd.gradcheck(lambda t: built_ops.max(t, -1, True)[0], (y,), check_forward_ad=True)
 
 
+def test_tied_elements_share_the_gradient_as_in_torch(built_ops):
+    """abs_max's formula divides by `ties`: the elements whose |x| is the maximum split the gradient,
+    as torch.linalg.vector_norm(x, inf) and amax do; forward mode too."""
+    x = torch.tensor([[3.0, -3.0, 1.0, 3.0], [2.0, 5.0, -5.0, 0.5]], dtype=torch.float64, requires_grad=True)
+    want = x.detach().clone().requires_grad_()
+    g = torch.tensor([1.5, -2.0], dtype=torch.float64)
+    (got,) = torch.autograd.grad(built_ops.abs_max(x, [1]), x, g)
+    (expected,) = torch.autograd.grad(torch.linalg.vector_norm(want, float("inf"), dim=1), want, g)
+    torch.testing.assert_close(got, expected)
+    assert got[0].tolist() == [0.5, -0.5, 0.0, 0.5]
+    tangent = torch.randn_like(x)
+    _, jvp = torch.func.jvp(lambda t: built_ops.abs_max(t, [1]), (x.detach(),), (tangent,))
+    _, want_jvp = torch.func.jvp(lambda t: torch.linalg.vector_norm(t, float("inf"), dim=1), (x.detach(),), (tangent,))
+    torch.testing.assert_close(jvp, want_jvp)
+
+
 def test_compiled_forward_and_backward_match_eager(built_ops):
     torch._dynamo.reset()
     x = torch.randn(6, 7, requires_grad=True)

@@ -16,7 +16,7 @@ TEMPLATE = "csrc/autograd/reduction.cpp.j2"
 
 
 def scope(op: OpSpec) -> E.Scope:
-    names = {op.shape.tensors[0]: E.TENSOR, "grad": E.TENSOR, "result": E.TENSOR, "count": E.NUM}
+    names = {op.shape.tensors[0]: E.TENSOR, "grad": E.TENSOR, "result": E.TENSOR, "count": E.NUM, "ties": E.TENSOR}
     names.update({a.name: attribute_kind(a) for a in op.attributes})
     return E.Scope(names, True, "gradient formula")
 
@@ -30,6 +30,9 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
     dim_arg = op.schema.argument(op.shape.dim or "")
     assert dim_arg is not None
     used = set() if op.has_indices else E.names_in(formula)
+    ties = "ties" in used
+    if ties:  # computed from map(x) and the result, in the node
+        used |= {x, "result"} | E.names_in(op.kernel.map)
     saved = [t for t in (x, "result") if t in used] + (["indices"] if op.has_indices else [])
     attributes = [a for a in op.attributes if a.name in used and a.name not in (op.shape.dim, op.shape.keepdim)]
     keepdim = op.shape.keepdim
@@ -56,5 +59,6 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
         attr_type={a.name: MEMBER_TYPES[a.type.base] for a in attributes},
         attr_value={a.name: TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in attributes},
         composite="" if op.has_indices else aten_expr.aten(formula, scope(op)),
+        ties=aten_expr.aten(op.kernel.map, scope(op)) if ties else "",
     )
     return Part(TEMPLATE, text)

@@ -126,9 +126,13 @@ def reduction_reference(op: OpSpec) -> str:
         value = f"{_TORCH_REDUCTIONS[k.combine]}({mapped}, {dims}, {keepdim})"
     else:
         custom = reduction.combine(k)
-        combine = "lambda _a, _b: " + (python.reference(custom, scope) if custom is not None else "_a * _b")
         identity = python.literal(k.identity if k.identity is not None else 1.0)
-        value = f"_fold({mapped}, {dims}, {keepdim}, {combine}, {identity})"
+        if (isinstance(custom, E.Call) and custom.fn in ("maximum", "minimum")
+                and sorted(a.id for a in custom.args if isinstance(a, E.Name)) == ["_a", "_b"]):
+            value = f"_extreme({mapped}, {dims}, {keepdim}, {custom.fn == 'maximum'}, {identity})"
+        else:
+            combine = "lambda _a, _b: " + (python.reference(custom, scope) if custom is not None else "_a * _b")
+            value = f"_fold({mapped}, {dims}, {keepdim}, {combine}, {identity})"
     if k.post is None:
         return value
     return f"(lambda _acc: {python.reference(reduction.post(k), scope)})({value})"

@@ -168,7 +168,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 // reads. Its backward is ATen ops on whole tensors (the formula, with grad and result broadcast back over the
 // reduced dims), so ATen differentiates it again for double backward and
 // AOTAutograd traces it. Forward-mode AD: the formula with grad replaced by the input's tangent, summed over the reduced dims.
-//   x: where(abs(x) == result, where(x >= 0, grad, -grad), 0)
+//   x: where(abs(x) == result, where(x >= 0, grad, -grad) / ties, 0)
 
 namespace opgen_ops {
 namespace {
@@ -214,7 +214,8 @@ torch::autograd::variable_list AbsMaxBackward::apply(torch::autograd::variable_l
   const at::Tensor result = opgen::unreduce(result__saved.unpack(this->getptr()), _ndim, _mask, keepdim);
   [[maybe_unused]] const double count = static_cast<double>(opgen::reduced_count(x__shape, _mask).guard_int(__FILE__, __LINE__));
   [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-  _grad_inputs[0] = ([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::eq(at::abs(x), result), at::where(at::ge(x, _c0), grad, at::neg(grad)), _c0); }()).expand_symint(x__shape).to(x__dtype);
+  const at::Tensor ties = at::eq(at::abs(x), result).sum(opgen::mask_dims(x.dim(), _mask), /*keepdim=*/true).to(grad.scalar_type());
+  _grad_inputs[0] = ([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::eq(at::abs(x), result), at::div(at::where(at::ge(x, _c0), grad, at::neg(grad)), ties), _c0); }()).expand_symint(x__shape).to(x__dtype);
   return _grad_inputs;
 }
 
@@ -253,7 +254,8 @@ at::Tensor abs_max_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, at::In
       [[maybe_unused]] const at::Tensor& result = _result;
       [[maybe_unused]] const double count = static_cast<double>(opgen::reduced_count(_primal.sym_sizes(), _mask).guard_int(__FILE__, __LINE__));
       [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-      _term = ([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::eq(at::abs(x), result), at::where(at::ge(x, _c0), grad, at::neg(grad)), _c0); }()).expand_symint(_primal.sym_sizes());
+      const at::Tensor ties = at::eq(at::abs(x), result).sum(opgen::mask_dims(x.dim(), _mask), /*keepdim=*/true).to(grad.scalar_type());
+      _term = ([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::eq(at::abs(x), result), at::div(at::where(at::ge(x, _c0), grad, at::neg(grad)), ties), _c0); }()).expand_symint(_primal.sym_sizes());
     }
     at::Tensor _tangent = at::sum(_term, opgen::mask_dims(_primal.dim(), _mask), keepdim);
     result._set_fw_grad(_tangent.to(result.scalar_type()), /*level=*/0, /*is_inplace_op=*/false);

@@ -9,7 +9,7 @@ from typing import Optional, Sequence, Union  # noqa: F401
 import torch  # noqa: F401
 from torch import Tensor  # noqa: F401
 
-from opgen.reference import fold as _fold, reduce_dims as _reduce_dims  # noqa: F401
+from opgen.reference import extreme as _extreme, fold as _fold, reduce_dims as _reduce_dims  # noqa: F401
 
 
 def _t(value: float) -> torch.Tensor:
@@ -18,7 +18,7 @@ def _t(value: float) -> torch.Tensor:
 
 # abs_max: specs/abs_max.yaml; the kernel expression evaluated with torch
 def abs_max_reference(x: torch.Tensor, dim: Sequence[int], keepdim: bool = False):  # noqa: ARG001
-    return _fold(torch.abs(x), _reduce_dims(x, dim), keepdim, lambda _a, _b: torch.maximum(_a, _b), 0.0)
+    return _extreme(torch.abs(x), _reduce_dims(x, dim), keepdim, True, 0.0)
 
 
 # add: specs/add.yaml; the spec's reference expression

@@ -9,7 +9,7 @@ from typing import Optional, Sequence, Union  # noqa: F401
 import torch  # noqa: F401
 from torch import Tensor  # noqa: F401
 
-from opgen.reference import fold as _fold, reduce_dims as _reduce_dims  # noqa: F401
+from opgen.reference import extreme as _extreme, fold as _fold, reduce_dims as _reduce_dims  # noqa: F401
 
 
 def _t(value: float) -> torch.Tensor:
