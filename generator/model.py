@@ -355,6 +355,14 @@ class _SpecParser:
                 raise self.err(path + (key,), f"unknown key '{key}'; allowed keys: {', '.join(allowed)}"
                                               f"{_cut_at_comma(mapping) or did_you_mean(key, allowed)}", key=True)
 
+    def check_gradient_keys(self, path: tuple, value: dict, inputs: tuple[str, ...]) -> None:
+        """Every key of a gradient mapping names a tensor input. Checked before any formula is parsed,
+        so a mapping that YAML cut at an expression's commas is explained at the stray key."""
+        for name in value:
+            if name not in inputs:
+                raise self.err(path + (name,), f"'{name}' is not a tensor input; gradients are for: {', '.join(inputs)}"
+                                               f"{_cut_at_comma(value) or did_you_mean(name, inputs)}", key=True)
+
     def string(self, path: tuple, what: str) -> str:
         value = self.get(path)
         if not isinstance(value, str):
@@ -786,10 +794,7 @@ class _SpecParser:
             extra["count"] = E.NUM  # the number of elements reduced into each output element
             extra["ties"] = E.TENSOR  # per output element: how many elements' map equals the result
         scope = self.scope(elementwise=True, what="gradient formula", extra=extra)
-        for name in value:  # every key before any formula, so a mapping cut at commas is explained
-            if name not in tensors:
-                raise self.err(path + (name,), f"'{name}' is not a tensor input; gradients are for: {', '.join(tensors)}"
-                                               f"{_cut_at_comma(value) or did_you_mean(name, tensors)}", key=True)
+        self.check_gradient_keys(path, value, tensors)
         formulas = {}
         for name in value:
             e, kind = self.expression(path + (name,), scope)
@@ -822,10 +827,7 @@ class _SpecParser:
         names = {a.name: TENSOR_KIND for a in self.schema.tensor_inputs if a.name not in lists}
         names.update({a.name: _formula_kind(a) for a in self.schema.attributes if _formula_kind(a)})
         names.update(self.result_names())
-        for name in value:  # every key before any formula, so a mapping cut at commas is explained
-            if name not in differentiable:
-                raise self.err(path + (name,), f"'{name}' is not a tensor input; gradients are for: {', '.join(differentiable)}"
-                                               f"{_cut_at_comma(value) or did_you_mean(name, differentiable)}", key=True)
+        self.check_gradient_keys(path, value, differentiable)
         formulas = {}
         for name in value:
             text = value[name]

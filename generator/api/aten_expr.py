@@ -17,7 +17,7 @@ import itertools
 from collections import Counter
 
 from .. import expr as E
-from .cpp import float_literal
+from .cpp import float_literal, nested_call
 from .cpp_expr import uniform
 
 _CMP = {"<": "at::lt", "<=": "at::le", ">": "at::gt", ">=": "at::ge", "==": "at::eq", "!=": "at::ne"}
@@ -98,10 +98,7 @@ class _Printer:
         if isinstance(e, E.BoolOp):
             # A per-call condition beside a mask becomes a 0-dim tensor (logical ops take any dtype).
             masks = [code(v) if self.kind(v) == E.MASK else f"_s({uniform(v, self.scope)} ? 1.0 : 0.0)" for v in e.values]
-            *rest, text = masks
-            for m in reversed(rest):
-                text = f"at::logical_{e.op}({m}, {text})"
-            return text
+            return nested_call(f"at::logical_{e.op}", masks)
         if isinstance(e, E.Compare):
             return f"{_CMP[e.op]}({code(e.lhs)}, {code(e.rhs)})"
         if isinstance(e, E.Call):

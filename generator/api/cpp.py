@@ -43,6 +43,14 @@ _PRINTABLE = re.compile(r"[ -~]*\Z")  # printable ASCII
 _LITERAL_SAFE = re.compile("[" + re.escape("".join(c for c in map(chr, range(0x20, 0x7F)) if c not in '"\\?')) + r"]*\Z")
 
 
+def nested_call(fn: str, operands: list[str]) -> str:
+    """`fn(a, fn(b, c))`: a two-operand C++ function over several operands (`x and y and z`)."""
+    *rest, text = operands
+    for operand in reversed(rest):
+        text = f"{fn}({operand}, {text})"
+    return text
+
+
 def string_literal(text: str) -> str:
     """A C++ string literal holding exactly ``text`` (printable ASCII kept, the rest escaped)."""
     if _LITERAL_SAFE.match(text):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from .. import expr as E
 from ..functions import FUNCTIONS
-from .cpp import float_literal, string_literal
+from .cpp import float_literal, nested_call, string_literal
 
 
 @dataclass
@@ -77,12 +77,7 @@ class _KernelPrinter:
             fn = "logical_not" if e.op == "not" else "neg"
             return f"opgen::{fn}({self.element(e.operand)})"
         if isinstance(e, E.BoolOp):
-            fn = f"opgen::logical_{e.op}"
-            *rest, last = (self.element(v) for v in e.values)
-            code = last
-            for v in reversed(rest):
-                code = f"{fn}({v}, {code})"
-            return code
+            return nested_call(f"opgen::logical_{e.op}", [self.element(v) for v in e.values])
         if isinstance(e, E.Binary):
             if e.op == "**":
                 return self.power(e)
