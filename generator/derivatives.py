@@ -2,8 +2,8 @@
 
 ``derivative(e, x)`` is d e / d x by the chain rule over the IR, with ATen's subgradient
 conventions: ``abs`` uses sign(x) (0 at 0), ``minimum``/``maximum`` split the gradient evenly
-on ties, ``clamp`` passes it where ``lo <= x <= hi``, comparisons and ``floor``/``ceil`` have
-zero derivative. Results are simplified (constants folded, zeros dropped) so derived formulas
+on ties, ``clamp`` passes it where ``lo <= x <= hi``, comparisons, ``sign`` and the rounding functions
+have zero derivative, ``fmod``/``remainder`` pass ``grad`` to ``a`` and ``-q * grad`` to ``b``. Results are simplified (constants folded, zeros dropped) so derived formulas
 read like hand-written ones.
 """
 
@@ -168,10 +168,33 @@ def _call(e: E.Call, x: str) -> E.Expr:
         return mul(mul(e, sub(ONE, e)), du)
     if fn == "erf":
         return mul(mul(E.Num(2 / math.sqrt(math.pi)), call("exp", neg(mul(u, u)))), du)
+    if fn == "erfc":
+        return mul(mul(E.Num(-2 / math.sqrt(math.pi)), call("exp", neg(mul(u, u)))), du)
+    if fn == "exp2":
+        return mul(mul(e, E.Num(math.log(2))), du)
+    if fn in ("log2", "log10"):
+        return div(du, mul(u, E.Num(math.log(2 if fn == "log2" else 10))))
+    if fn in ("asin", "acos"):
+        d_asin = mul(call("rsqrt", sub(ONE, mul(u, u))), du)
+        return d_asin if fn == "asin" else neg(d_asin)
+    if fn == "atan":
+        return div(du, add(ONE, mul(u, u)))
+    if fn == "sinh":
+        return mul(call("cosh", u), du)
+    if fn == "cosh":
+        return mul(call("sinh", u), du)
+    if fn == "atan2":  # atan2(y, x)
+        y, x_ = args
+        return div(sub(mul(x_, d[0]), mul(y, d[1])), add(mul(x_, x_), mul(y, y)))
+    if fn == "hypot":
+        a, b = args
+        return div(add(mul(a, d[0]), mul(b, d[1])), e)
+    if fn in ("fmod", "remainder"):  # a - q * b with q = trunc(a / b) or floor(a / b), piecewise constant
+        a, b = args
+        return sub(d[0], mul(call("trunc" if fn == "fmod" else "floor", div(a, b)), d[1]))
     if fn == "abs":
-        sign = where(E.Compare(">", u, ZERO), ONE, where(E.Compare("<", u, ZERO), E.Num(-1), ZERO))
-        return mul(sign, du)
-    if fn in ("floor", "ceil"):
+        return mul(call("sign", u), du)
+    if fn in ("floor", "ceil", "trunc", "round", "sign"):
         return ZERO
     if fn in ("minimum", "maximum"):
         a, b = args
@@ -193,16 +216,16 @@ def _call(e: E.Call, x: str) -> E.Expr:
 
 
 def derived_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:
-    """grad * d(kernel)/d(input) for every tensor input the kernel depends on; with several
-    outputs, the sum over outputs of grad_<output> * d(output)/d(input)."""
+    """grad * d(kernel)/d(input) for every tensor input; with several outputs, the sum over outputs
+    of grad_<output> * d(output)/d(input). An input the kernel reads only through rounding
+    functions or conditions gets 0: it is differentiable, its gradient zeros (as torch.round's)."""
     grads = [E.Name(g) for g in op.grad_names]
     out = []
     for a in op.tensor_inputs:
         f: E.Expr = ZERO
         for grad, e in zip(grads, op.kernel.exprs):
             f = add(f, mul(grad, derivative(e, a.name)))
-        if not _is(f, 0):
-            out.append((a.name, f))
+        out.append((a.name, f))
     return tuple(out)
 
 
@@ -245,6 +268,20 @@ def differentiable_inputs(op: OpSpec) -> tuple[str, ...]:
     if op.gradient.tensor_formulas:
         return tuple(n for n, _ in op.gradient.tensor_formulas)
     return tuple(n for n, _ in gradient_formulas(op))
+
+
+def zero_gradient_inputs(op: OpSpec) -> tuple[str, ...]:
+    """The differentiable inputs whose gradient is 0 (formula `0`, given or derived)."""
+    if op.gradient is None or op.gradient.kernel is not None or op.gradient.tensor_formulas or op.is_reduction:
+        return ()
+    return tuple(n for n, f in gradient_formulas(op) if _is(f, 0))
+
+
+# torch.autograd.gradgradcheck(check_fwd_over_rev=True) compares the forward-mode Jacobian of every
+# first derivative with the numerical one of only those that require grad: a zero gradient (which
+# does not) shifts the two lists apart, and `torch.round(a) + b` fails it as our ops do.
+def fwd_over_rev_checkable(op: OpSpec) -> bool:
+    return not zero_gradient_inputs(op)
 
 
 def reduction_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:

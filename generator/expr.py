@@ -104,6 +104,10 @@ _BITWISE_HINTS = {
     ast.BitOr: "'|' is not supported; combine conditions with 'or', e.g. x < lo or x > hi",
     ast.BitXor: "'^' is not supported; write a power as x ** 2",
 }
+_OPERATOR_HINTS = {
+    **_BITWISE_HINTS,
+    ast.Mod: "'%' is not supported; write remainder(a, b) (the sign of b, as Python's %) or fmod(a, b) (the sign of a)",
+}
 _BINOPS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Pow: "**"}
 _CMPOPS = {ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">=", ast.Eq: "==", ast.NotEq: "!="}
 
@@ -172,7 +176,7 @@ class _Converter:
         if isinstance(node, ast.BinOp):
             op = _BINOPS.get(type(node.op))
             if op is None:
-                raise ExprError(c, _BITWISE_HINTS.get(type(node.op), "unsupported operator; use + - * / // **"))
+                raise ExprError(c, _OPERATOR_HINTS.get(type(node.op), "unsupported operator; use + - * / // **"))
             return Binary(op, sub(node.left), sub(node.right), c)
         if isinstance(node, ast.BoolOp):
             return BoolOp("and" if isinstance(node.op, ast.And) else "or", tuple(sub(v) for v in node.values), c)
@@ -387,6 +391,15 @@ _FUNCTION_HINTS = {
     "max": "; did you mean 'maximum'?",
     "min": "; did you mean 'minimum'?",
     "relu": "; relu(x) is maximum(x, 0)",
+    "arcsin": "; did you mean 'asin'?",
+    "arccos": "; did you mean 'acos'?",
+    "arctan": "; did you mean 'atan'?",
+    "arctan2": "; did you mean 'atan2'?",
+    "sgn": "; did you mean 'sign'?",
+    "rint": "; round(x) rounds halves to even, as rint",
+    "mod": "; remainder(a, b) has the sign of b (Python's %), fmod(a, b) the sign of a",
+    "reciprocal": "; write 1 / x",
+    "square": "; write x * x (or x ** 2)",
 }
 
 

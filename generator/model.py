@@ -798,8 +798,10 @@ class _SpecParser:
         formulas = {}
         for name in value:
             e, kind = self.expression(path + (name,), scope)
-            if kind != E.ELEM:
-                raise self.err(path + (name,), "a gradient formula must be a per-element expression, usually involving grad")
+            zero = isinstance(e, E.Num) and e.value == 0 and not reduction  # differentiable, its gradient zeros
+            if kind != E.ELEM and not zero:
+                hint = "" if reduction else " (write 0 for an input whose gradient is zero)"
+                raise self.err(path + (name,), f"a gradient formula must be a per-element expression, usually involving grad{hint}")
             formulas[name] = e
         return Gradient(False, tuple((n, formulas[n]) for n in tensors if n in formulas))
 

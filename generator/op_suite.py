@@ -25,6 +25,7 @@ import torch
 from opgen import expr as E
 from opgen import testing
 from opgen.config import load_config
+from opgen.derivatives import fwd_over_rev_checkable
 from opgen.library import load_library
 from opgen.model import OpSpec
 
@@ -440,7 +441,8 @@ def test_vmap_matches_a_loop_over_samples(op, built_ops):
     args = [batched.get(n, tensors[n]) for n in names]
     got = _outs(torch.vmap(fn, in_dims=in_dims)(*args))
     samples = [_outs(fn(*[a.select(d, i) if d is not None else a for a, d in zip(args, in_dims)])) for i in range(3)]
-    torch.testing.assert_close(got, tuple(torch.stack(per_output) for per_output in zip(*samples)))
+    # equal_nan: the scaled samples may leave the op's domain (asin of 1.1), alike both ways
+    torch.testing.assert_close(got, tuple(torch.stack(per_output) for per_output in zip(*samples)), equal_nan=True)
     has_rule = torch._C._dispatch_has_kernel_for_dispatch_key(f"{NAMESPACE}::{op.name}", "FuncTorchBatched")
     assert has_rule == batches_by_broadcasting(op), f"{op.name}: batching rule registered: {has_rule}"
 
@@ -503,7 +505,8 @@ def test_gradgradcheck(op, built_ops):
     attrs = testing.attribute_sets(op)[0]
     for shapes in _grad_shapes(op):
         tensors = _grad_case(op, shapes)
-        assert torch.autograd.gradgradcheck(_fn(built_ops, op, attrs), tuple(tensors.values()), check_fwd_over_rev=True)
+        assert torch.autograd.gradgradcheck(_fn(built_ops, op, attrs), tuple(tensors.values()),
+                                            check_fwd_over_rev=fwd_over_rev_checkable(op))
 
 
 def test_jvp_matches_reference(op, built_ops, typed_api):
@@ -633,7 +636,7 @@ def test_explicit_formulas_agree_with_derived(op):
         for name, formula in op.gradient.formulas:
             got = eval(python.reference(formula, kernel_scope), env)  # noqa: S307
             want = eval(python.reference(derived.get(name, E.Num(0)), kernel_scope), env)  # noqa: S307
-            torch.testing.assert_close(torch.as_tensor(got).expand(257), torch.as_tensor(want, dtype=torch.float64).expand(257),
+            torch.testing.assert_close(torch.as_tensor(got, dtype=torch.float64).expand(257), torch.as_tensor(want, dtype=torch.float64).expand(257),
                                        msg=lambda m: f"{op.name}: gradient formula for '{name}' disagrees with the derivative of the kernel: {m}")
 
 

@@ -20,7 +20,7 @@ CSRC = ROOT / "generated" / "csrc"
 
 def _defined(header: Path) -> set[str]:
     text = header.read_text()
-    return set(re.findall(r"OPGEN_UNARY\((\w+),", text)) | set(re.findall(r"inline (?:T|auto|bool) (\w+)\(", text))
+    return set(re.findall(r"OPGEN_(?:UNARY|BINARY)\((\w+),", text)) | set(re.findall(r"inline (?:T|auto|bool) (\w+)\(", text))
 
 
 def test_every_kernel_function_has_cpu_and_cuda_overloads():

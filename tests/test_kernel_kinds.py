@@ -455,3 +455,20 @@ def test_softplus_inside_derives_through_sigmoid():
 
     assert E.unparse(derivative(E.parse_expr("log1p(exp(2 * x))"), "x")) == "sigmoid(2 * x) * 2"
     assert E.unparse(derivative(E.parse_expr("log1p(x * x)"), "x")) == "(x + x) / (1 + x * x)"
+
+
+def test_inputs_read_only_through_rounding_or_conditions_get_a_zero_gradient():
+    """`gradient: auto` gives such an input the formula 0 (differentiable, zeros, as torch.round's
+    gradient), not "not implemented"; fmod and remainder pass -trunc / -floor of the quotient to b."""
+    from opgen import expr as E
+    from opgen.derivatives import derived_formulas, derivative, zero_gradient_inputs
+
+    spec = ("signature: snap(Tensor x, Tensor step, Tensor m) -> Tensor\ndtypes: [float32]\nshape: broadcast(x, step, m)\n"
+            "kernel:\n  pointwise: where(m > 0, round(x / step) * step, x)\ngradient: auto\n")
+    op = parse(spec, "snap")
+    formulas = {n: E.unparse(f) for n, f in derived_formulas(op)}
+    assert formulas == {"x": "grad * where(m > 0, 0, 1)", "step": "grad * where(m > 0, round(x / step), 0)", "m": "0"}
+    assert zero_gradient_inputs(op) == ("m",)
+    assert E.unparse(derivative(E.parse_expr("fmod(x, y)"), "y")) == "-trunc(x / y)"
+    assert E.unparse(derivative(E.parse_expr("remainder(x, y)"), "y")) == "-floor(x / y)"
+    assert E.unparse(derivative(E.parse_expr("abs(x) + sign(x)"), "x")) == "sign(x)"

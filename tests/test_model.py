@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from opgen import expr as E
 from opgen.errors import SpecError
 from opgen.model import OpSpec
 from opgen.yaml_source import load_spec_source
@@ -78,6 +79,9 @@ CASES = [
     ("broadcast(a, b)", "same(a, b)", 4, 16, "same() takes one tensor"),
     ("  a: grad * weight", "  c: grad * weight", 8, 3, "'c' is not a tensor input; gradients are for: a, b"),
     ("  a: grad * weight", "  a: grad * weight * undefined", 8, 22, "unknown name 'undefined' in gradient formula"),
+    ("  a: grad * weight", "  a: weight", 8, 6, "usually involving grad (write 0 for an input whose gradient is zero)"),
+    ("pointwise: weight * a + b", "pointwise: a % b", 6, 14, "write remainder(a, b) (the sign of b, as Python's %) or fmod(a, b)"),
+    ("pointwise: weight * a + b", "pointwise: arctan2(a, b)", 6, 14, "did you mean 'atan2'?"),
     ("weighted_sum(Tensor a", "weighted_sum(Tensr a", 1, 25, "unknown type 'Tensr'"),
     ("float weight=1.0", "float weight=one", 1, 61, "a float default must be a number"),
     ("float weight=1.0", "float? weight=None", 6, 14, "'weight' is a list or optional argument and can't be used in an expression"),
@@ -168,3 +172,15 @@ def test_test_ranges():
 def test_op_names_the_python_package_defines_are_refused(name):
     e = error(GOOD.replace("weighted_sum(", f"{name}("), path=f"specs/{name}.yaml")
     assert f"invalid op name '{name}': '{name}' is a name the generated Python package defines" in e.message
+
+
+def test_zero_gradient_formula():
+    """`0` says an input is differentiable with a zero gradient (as torch.round's); it round-trips
+    and the backward leaves it to the node (no fused output, no tangent term)."""
+    from opgen.dest import backward
+
+    op = parse(GOOD.replace("  a: grad * weight", "  a: 0"))
+    assert [(n, E.unparse(f)) for n, f in op.gradient.formulas] == [("a", "0"), ("b", "grad")]
+    assert OpSpec.parse(load_spec_source(op.path, yaml.safe_dump(op.to_dict(), sort_keys=False).encode())) == op
+    plan = backward.plan(op)
+    assert plan.zeros == ("a",) and plan.differentiated == ("b",) and plan.fused == () and plan.computed == ()

@@ -183,11 +183,52 @@ OPGEN_UNARY(sin, std::sin(x), x.sin())
 OPGEN_UNARY(cos, std::cos(x), x.cos())
 OPGEN_UNARY(tan, std::tan(x), x.tan())
 OPGEN_UNARY(sigmoid, T(1) / (T(1) + std::exp(-x)), Vec<T>(T(1)) / (Vec<T>(T(1)) + x.neg().exp()))
-OPGEN_UNARY(erf, std::erf(x), x.erf())
 OPGEN_UNARY(abs, std::abs(x), x.abs())
+OPGEN_UNARY(erfc, std::erfc(x), x.erfc())
+OPGEN_UNARY(exp2, std::exp2(x), x.exp2())
+OPGEN_UNARY(log2, std::log2(x), x.log2())
+OPGEN_UNARY(log10, std::log10(x), x.log10())
+OPGEN_UNARY(asin, std::asin(x), x.asin())
+OPGEN_UNARY(acos, std::acos(x), x.acos())
+OPGEN_UNARY(atan, std::atan(x), x.atan())
+OPGEN_UNARY(sinh, std::sinh(x), x.sinh())
+OPGEN_UNARY(cosh, std::cosh(x), x.cosh())
 OPGEN_UNARY(floor, std::floor(x), x.floor())
 OPGEN_UNARY(ceil, std::ceil(x), x.ceil())
+OPGEN_UNARY(trunc, std::trunc(x), x.trunc())
+// halves to even, as torch.round: nearbyint in the default rounding mode, roundps on vectors
+OPGEN_UNARY(round, std::nearbyint(x), x.round())
 #undef OPGEN_UNARY
+
+#define OPGEN_BINARY(name, scalar_expr, vec_expr)                                   \
+  template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>     \
+  inline T name(T a, T b) { return scalar_expr; }                                   \
+  template <typename T>                                                             \
+  inline Vec<T> name(const Vec<T>& a, const Vec<T>& b) { return vec_expr; }
+
+OPGEN_BINARY(atan2, std::atan2(a, b), a.atan2(b))
+OPGEN_BINARY(hypot, std::hypot(a, b), a.hypot(b))
+OPGEN_BINARY(fmod, std::fmod(a, b), a.fmod(b))
+#undef OPGEN_BINARY
+
+// erf: at::vec's float vectors (AVX2, AVX-512) take a 5-term polynomial, absolute error 1.5e-7,
+// which flushes |x| < 1e-8 to 0 and is off by up to 1e-4 relatively near 0; torch.erf is within an
+// ulp. Those take SLEEF's 1-ulp erf, as at::vec's double vectors already do, at some cost in speed.
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+inline T erf(T x) { return std::erf(x); }
+template <typename T>
+inline Vec<T> erf(const Vec<T>& x) {
+#if defined(CPU_CAPABILITY_AVX512) && !defined(_MSC_VER)
+  if constexpr (std::is_same_v<T, float>) {
+    return Vec<float>(Sleef_erff16_u10(x));
+  }
+#elif defined(CPU_CAPABILITY_AVX2) && !defined(_MSC_VER)
+  if constexpr (std::is_same_v<T, float>) {
+    return Vec<float>(Sleef_erff8_u10(x));
+  }
+#endif
+  return x.erf();
+}
 
 // float tanh: ATen's Vectorized<float>::tanh (SLEEF's, 1 ulp) costs as much as 3-4 exps; this one
 // is an exp and a division, or near 0 an odd polynomial (relative truncation error 4.4e-9 on
@@ -272,6 +313,36 @@ template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
 inline T pow(T a, T b) { return std::pow(a, b); }
 template <typename T>
 inline Vec<T> pow(const Vec<T>& a, const Vec<T>& b) { return a.pow(b); }
+
+// sign(x): (x > 0) - (x < 0), so NaN and both zeros give +0, as torch.sign.
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+inline T sign(T x) { return static_cast<T>(x > T(0)) - static_cast<T>(x < T(0)); }
+template <typename T>
+inline Vec<T> sign(const Vec<T>& x) {
+  const Vec<T> zero(T(0));
+  const Vec<T> one(T(1));
+  return logical_and(gt(x, zero), one) - logical_and(lt(x, zero), one);  // a mask's bits keep 1.0 or clear it
+}
+
+// remainder(a, b): fmod's result moved into b's sign, as ATen's remainder kernel does.
+template <typename T, std::enable_if_t<std::is_floating_point_v<T>, int> = 0>
+inline T remainder(T a, T b) {
+  T m = std::fmod(a, b);
+  if (m != T(0) && ((b < T(0)) != (m < T(0)))) {
+    m += b;
+  }
+  return m;
+}
+template <typename T>
+inline Vec<T> remainder(const Vec<T>& a, const Vec<T>& b) {
+  const Vec<T> zero(T(0));
+  const Vec<T> m = a.fmod(b);
+  const Vec<T> b_negative = lt(b, zero);
+  const Vec<T> m_negative = lt(m, zero);
+  // (b < 0) != (m < 0), as masks: one of the two and not both
+  const Vec<T> signs_differ = logical_and(logical_or(b_negative, m_negative), logical_not(logical_and(b_negative, m_negative)));
+  return where(logical_and(ne(m, zero), signs_differ), m + b, m);
+}
 
 // The lanes a comparison's vector result sets, one bit each, lane 0 the lowest. Generic vectors
 // first OR the lanes together (SSE2 ors), as a mask is mostly empty where this is asked.

@@ -323,6 +323,16 @@ inline at::Tensor gradient_meta(c10::SymIntArrayRef full, c10::SymIntArrayRef sh
   return full.equals(shape) ? new_output(full, options, inputs) : at::empty_symint(shape, options);
 }
 
+// The gradient of an input with a zero derivative: zeros of its shape and dtype, laid out like
+// `grad` when the shapes agree (as the computed gradients are), made from `grad` either way so a
+// tensor subclass's gradient stays one.
+inline at::Tensor zero_gradient(const at::Tensor& grad, c10::SymIntArrayRef shape, at::ScalarType dtype) {
+  if (grad.sym_sizes().equals(shape)) {
+    return at::zeros_like(grad, grad.options().dtype(dtype));
+  }
+  return grad.new_zeros_symint(shape, grad.options().dtype(dtype));
+}
+
 // The shape a gradient of shape `grad` sums down to for an input of shape `input`: the input's
 // broadcast dimensions reduce to 1 (or vanish), the others keep grad's size. That is `input`
 // itself, except when grad is one shard of a larger tensor (DTensor runs the backward on local

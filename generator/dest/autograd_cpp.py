@@ -58,7 +58,7 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
             [f"[[maybe_unused]] const at::Tensor& {n}" for n in tensors]
             + [f"{MEMBER_TYPES[a.type.base]} {a.name}" for a in bw.attributes]
             + [f"[[maybe_unused]] const at::Tensor& {r}" for r in bw.results]
-            + [f"const at::Tensor& {n}__t" for n in bw.inputs]
+            + [f"const at::Tensor& {n}__t" for n in bw.differentiated]
         ),
         primal_args=", ".join(
             [f"{n}._fw_primal(/*level=*/0)" for n in tensors]
@@ -73,7 +73,7 @@ def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) 
     """One tangent function per output: the terms, per input, of the formulas with that output's
     incoming gradient standing for the input's tangent (`grad`) and the other gradients 0."""
     if len(bw.grads) == 1:
-        return [SimpleNamespace(name="_tangent_of", result="result", terms=list(composite.items()))]
+        return [SimpleNamespace(name="_tangent_of", result="result", terms=[(n, composite[n]) for n in bw.differentiated])]
     scope = backward.scope(op)
     scope = E.Scope({**scope.names, "grad": E.TENSOR}, True, scope.what)
     out = []

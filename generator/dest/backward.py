@@ -40,11 +40,26 @@ class BackwardPlan:
         f = self.formulas[i]
         return f.id if isinstance(f, E.Name) and f.id in self.grads else None
 
+    def is_zero(self, i: int) -> bool:
+        f = self.formulas[i]
+        return isinstance(f, E.Num) and f.value == 0
+
     # cached: templates read these many times per op, and the plan never changes
     @cached_property
     def fused(self) -> tuple[int, ...]:
-        """Outputs computed by the fused kernel; the others are an incoming gradient, only reduced."""
-        return tuple(i for i in range(len(self.formulas)) if self.passthrough(i) is None)
+        """Outputs computed by the fused kernel; the others are an incoming gradient, only reduced, or 0."""
+        return tuple(i for i in range(len(self.formulas)) if self.passthrough(i) is None and not self.is_zero(i))
+
+    @cached_property
+    def zeros(self) -> tuple[str, ...]:
+        """The inputs whose gradient is 0 (read only through rounding functions or conditions): the
+        node gives them zeros, as ATen's floor backward does, and the backward op leaves them out."""
+        return tuple(n for i, n in enumerate(self.inputs) if self.is_zero(i))
+
+    @cached_property
+    def differentiated(self) -> tuple[str, ...]:
+        """The inputs whose formula is not 0: the only ones whose tangents reach the outputs."""
+        return tuple(n for i, n in enumerate(self.inputs) if not self.is_zero(i))
 
     @cached_property
     def computed(self) -> tuple[str, ...]:

@@ -343,7 +343,10 @@ at::Tensor _tangent_of_x([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] 
     at::Tensor _term = at::neg(at::mul(grad, y));
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
-  return _tangent.defined() ? _tangent.expand_symint(x.sym_sizes()).to(x.scalar_type()) : _tangent;
+  if (!_tangent.defined()) {  // the inputs with a tangent have no term here: a zero derivative
+    return at::zeros_symint(x.sym_sizes(), x.options());
+  }
+  return _tangent.expand_symint(x.sym_sizes()).to(x.scalar_type());
 }
 
 at::Tensor _tangent_of_y([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] const at::Tensor& theta, [[maybe_unused]] const at::Tensor& x, [[maybe_unused]] const at::Tensor& y, const at::Tensor& r__t, const at::Tensor& theta__t) {
@@ -360,7 +363,10 @@ at::Tensor _tangent_of_y([[maybe_unused]] const at::Tensor& r, [[maybe_unused]] 
     at::Tensor _term = at::mul(grad, x);
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
-  return _tangent.defined() ? _tangent.expand_symint(y.sym_sizes()).to(y.scalar_type()) : _tangent;
+  if (!_tangent.defined()) {  // the inputs with a tangent have no term here: a zero derivative
+    return at::zeros_symint(y.sym_sizes(), y.options());
+  }
+  return _tangent.expand_symint(y.sym_sizes()).to(y.scalar_type());
 }
 
 std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(c10::DispatchKeySet _ks, const at::Tensor& r, const at::Tensor& theta) {
@@ -395,12 +401,8 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(c10::DispatchKeySet _ks
     // Every tangent is computed before any is set: the formulas read the outputs as primals.
     const at::Tensor _tangent_x = _tangent_of_x(r._fw_primal(/*level=*/0), theta._fw_primal(/*level=*/0), x, y, r._fw_grad(/*level=*/0), theta._fw_grad(/*level=*/0));
     const at::Tensor _tangent_y = _tangent_of_y(r._fw_primal(/*level=*/0), theta._fw_primal(/*level=*/0), x, y, r._fw_grad(/*level=*/0), theta._fw_grad(/*level=*/0));
-    if (_tangent_x.defined()) {
-      x._set_fw_grad(_tangent_x, /*level=*/0, /*is_inplace_op=*/false);
-    }
-    if (_tangent_y.defined()) {
-      y._set_fw_grad(_tangent_y, /*level=*/0, /*is_inplace_op=*/false);
-    }
+    x._set_fw_grad(_tangent_x, /*level=*/0, /*is_inplace_op=*/false);
+    y._set_fw_grad(_tangent_y, /*level=*/0, /*is_inplace_op=*/false);
   }
   // Saved after its tangent is set, so the saved copy has it too (forward-over-reverse).
   if (_grad_fn) {

@@ -39,9 +39,40 @@ OPGEN_UNARY(tanh, std::tanh(x))
 OPGEN_UNARY(sigmoid, T(1) / (T(1) + std::exp(-x)))
 OPGEN_UNARY(erf, std::erf(x))
 OPGEN_UNARY(abs, std::abs(x))
+OPGEN_UNARY(erfc, std::erfc(x))
+OPGEN_UNARY(exp2, std::exp2(x))
+OPGEN_UNARY(log2, std::log2(x))
+OPGEN_UNARY(log10, std::log10(x))
+OPGEN_UNARY(asin, std::asin(x))
+OPGEN_UNARY(acos, std::acos(x))
+OPGEN_UNARY(atan, std::atan(x))
+OPGEN_UNARY(sinh, std::sinh(x))
+OPGEN_UNARY(cosh, std::cosh(x))
 OPGEN_UNARY(floor, std::floor(x))
 OPGEN_UNARY(ceil, std::ceil(x))
+OPGEN_UNARY(trunc, std::trunc(x))
+OPGEN_UNARY(round, std::nearbyint(x))  // halves to even, as torch.round
+OPGEN_UNARY(sign, static_cast<T>(x > T(0)) - static_cast<T>(x < T(0)))  // NaN gives 0, as torch.sign
 #undef OPGEN_UNARY
+
+#define OPGEN_BINARY(name, expr) \
+  template <typename T, if_float<T> = 0> \
+  C10_HOST_DEVICE inline T name(T a, T b) { return expr; }
+
+OPGEN_BINARY(atan2, std::atan2(a, b))
+OPGEN_BINARY(hypot, std::hypot(a, b))
+OPGEN_BINARY(fmod, std::fmod(a, b))
+#undef OPGEN_BINARY
+
+// fmod's result moved into b's sign, as ATen's remainder kernel does.
+template <typename T, if_float<T> = 0>
+C10_HOST_DEVICE inline T remainder(T a, T b) {
+  T m = std::fmod(a, b);
+  if (m != T(0) && ((b < T(0)) != (m < T(0)))) {
+    m += b;
+  }
+  return m;
+}
 
 // minimum / maximum propagate NaN, like torch.minimum / torch.maximum.
 template <typename T, if_float<T> = 0>

@@ -305,7 +305,10 @@ at::Tensor _tangent_of_sin([[maybe_unused]] const at::Tensor& x, double scale, [
     at::Tensor _term = at::mul(grad, at::mul(at::cos(at::mul(_s(static_cast<double>(scale)), x)), _s(static_cast<double>(scale))));
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
-  return _tangent.defined() ? _tangent.expand_symint(sin.sym_sizes()).to(sin.scalar_type()) : _tangent;
+  if (!_tangent.defined()) {  // the inputs with a tangent have no term here: a zero derivative
+    return at::zeros_symint(sin.sym_sizes(), sin.options());
+  }
+  return _tangent.expand_symint(sin.sym_sizes()).to(sin.scalar_type());
 }
 
 at::Tensor _tangent_of_cos([[maybe_unused]] const at::Tensor& x, double scale, [[maybe_unused]] const at::Tensor& sin, [[maybe_unused]] const at::Tensor& cos, const at::Tensor& x__t) {
@@ -316,7 +319,10 @@ at::Tensor _tangent_of_cos([[maybe_unused]] const at::Tensor& x, double scale, [
     at::Tensor _term = at::mul(grad, at::neg(at::mul(at::sin(at::mul(_s(static_cast<double>(scale)), x)), _s(static_cast<double>(scale)))));
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
-  return _tangent.defined() ? _tangent.expand_symint(cos.sym_sizes()).to(cos.scalar_type()) : _tangent;
+  if (!_tangent.defined()) {  // the inputs with a tangent have no term here: a zero derivative
+    return at::zeros_symint(cos.sym_sizes(), cos.options());
+  }
+  return _tangent.expand_symint(cos.sym_sizes()).to(cos.scalar_type());
 }
 
 std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, double scale) {
@@ -349,12 +355,8 @@ std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet _ks, cons
     // Every tangent is computed before any is set: the formulas read the outputs as primals.
     const at::Tensor _tangent_sin = _tangent_of_sin(x._fw_primal(/*level=*/0), scale, sin, cos, x._fw_grad(/*level=*/0));
     const at::Tensor _tangent_cos = _tangent_of_cos(x._fw_primal(/*level=*/0), scale, sin, cos, x._fw_grad(/*level=*/0));
-    if (_tangent_sin.defined()) {
-      sin._set_fw_grad(_tangent_sin, /*level=*/0, /*is_inplace_op=*/false);
-    }
-    if (_tangent_cos.defined()) {
-      cos._set_fw_grad(_tangent_cos, /*level=*/0, /*is_inplace_op=*/false);
-    }
+    sin._set_fw_grad(_tangent_sin, /*level=*/0, /*is_inplace_op=*/false);
+    cos._set_fw_grad(_tangent_cos, /*level=*/0, /*is_inplace_op=*/false);
   }
   return result;
 }
