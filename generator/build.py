@@ -391,7 +391,9 @@ def timings(config: ProjectConfig, *, debug: bool = False, sanitize: str | None 
     """Seconds per output of the last build that made it, from ninja's log, slowest first."""
     log = variant_dir(config, debug=debug, sanitize=sanitize, cuda=cuda) / ".ninja_log"
     ninja_file = log.parent / "build.ninja"
-    current = set(re.findall(r"^build (\S+):", ninja_file.read_text(encoding="utf-8"), re.M)) if ninja_file.is_file() else set()
+    text = ninja_file.read_text(encoding="utf-8") if ninja_file.is_file() else ""
+    text = re.sub(r"(?<!\$)\$\n[ \t]*", "", text)  # ninja_syntax wraps a long line with `$` + newline
+    current = set(re.findall(r"^build (\S+):", text, re.M))
     latest: dict[str, float] = {}
     if log.is_file():
         for line in log.read_text(encoding="utf-8").splitlines():

@@ -59,6 +59,9 @@ def spec_schema() -> dict[str, Any]:
             "ranges": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"},
                                                                   "minItems": 2, "maxItems": 2}},
             "shapes": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "integer", "minimum": 0}}},
+            "surrogate": {"type": "array", "uniqueItems": True, "items": {"type": "string"},
+                          "description": "Inputs whose gradient is not the kernel's derivative (a straight-through "
+                                         "estimator): checked against the reference's autograd, not finite differences."},
         }},
     }
     assert set(properties) == set(TOP_KEYS), "JSON Schema and model disagree on top-level keys"

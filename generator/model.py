@@ -40,7 +40,7 @@ REDUCE_KEYS = ("map", "combine", "identity", "post")
 # and whether it can return the index of the element it picked.
 COMBINES = {"sum": 0.0, "mean": 0.0, "prod": 1.0, "max": None, "min": None, "logsumexp": -math.inf}
 INDEXED_COMBINES = ("max", "min")
-TEST_KEYS = ("ranges", "shapes")
+TEST_KEYS = ("ranges", "shapes", "surrogate")
 MAX_DOC_CHARS = 4000
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f]")
 
@@ -158,6 +158,9 @@ class Gradient:
 class TestConfig:
     ranges: tuple[tuple[str, float, float], ...] = ()
     shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()  # one example shape per tensor input
+    # inputs whose gradient is deliberately not the kernel's derivative (a straight-through
+    # estimator): checked against the reference's autograd, not finite differences
+    surrogate: tuple[str, ...] = ()
 
     def range(self, name: str) -> tuple[float, float] | None:
         for n, lo, hi in self.ranges:
@@ -277,12 +280,14 @@ class OpSpec:
             d["variants"] = list(self.variants)
         if self.reference is not None:
             d["reference"] = self.reference
-        if self.test.ranges or self.test.shapes:
+        if self.test != TestConfig():
             d["test"] = {}
             if self.test.ranges:
                 d["test"]["ranges"] = {n: [lo, hi] for n, lo, hi in self.test.ranges}
             if self.test.shapes:
                 d["test"]["shapes"] = {n: list(s) for n, s in self.test.shapes}
+            if self.test.surrogate:
+                d["test"]["surrogate"] = list(self.test.surrogate)
         return d
 
 
@@ -340,7 +345,7 @@ class _SpecParser:
         kernel = self.kernel(dtypes, shape)
         gradient = self.gradient(kernel)
         reference = self.reference()
-        test = self.test()
+        test = self.test(gradient, reference)
         variants = self.variants(kernel, shape)
         self.check_argument_count(kernel, gradient, variants)
         if output_shapes and not isinstance(kernel, CustomKernel):
@@ -930,7 +935,7 @@ class _SpecParser:
                                 f"'{type(node).__name__}' is not allowed in a reference expression")
         return ast.unparse(tree)
 
-    def test(self) -> TestConfig:
+    def test(self, gradient: Gradient | None, reference: str | None) -> TestConfig:
         if "test" not in self.d:
             return TestConfig()
         value = self.d["test"]
@@ -965,7 +970,27 @@ class _SpecParser:
             missing = [t for t in tensors if t not in dict(example)]
             raise self.err(("test", "shapes"), f"give a shape for every tensor input; missing: {', '.join(missing)}")
         order = {t: i for i, t in enumerate(tensors)}
-        return TestConfig(tuple(sorted(out)), tuple(sorted(example, key=lambda e: order[e[0]])))
+        surrogate = self.surrogate(value.get("surrogate", []), gradient, reference)
+        return TestConfig(tuple(sorted(out)), tuple(sorted(example, key=lambda e: order[e[0]])),
+                          tuple(sorted(surrogate, key=order.__getitem__)))
+
+    def surrogate(self, names: Any, gradient: Gradient | None, reference: str | None) -> list[str]:
+        path = ("test", "surrogate")
+        if not isinstance(names, list) or not all(isinstance(n, str) for n in names) or len(set(names)) != len(names):
+            raise self.err(path, "'surrogate' lists tensor inputs whose gradient is not the kernel's derivative, e.g. [x]")
+        given: list[str] = []
+        if gradient is not None and gradient.kernel is not None:
+            given = [a.name for a in self.schema.tensor_inputs]
+        elif gradient is not None and not gradient.auto:
+            given = [n for n, _ in gradient.formulas + gradient.tensor_formulas]
+        for i, name in enumerate(names):
+            if name not in given:
+                raise self.err(path + (i,), f"'{name}' has no gradient formula of its own; a surrogate gradient is one the "
+                                            f"'gradient' mapping gives{did_you_mean(name, tuple(given))}")
+        if names and reference is None:
+            raise self.err(path, "a surrogate gradient is checked against the reference's autograd: give a 'reference' whose "
+                                 "backward is that surrogate, e.g. x + (torch.round(x) - x).detach() for a straight-through round")
+        return names
 
 
 _REFERENCE_NODES = (

@@ -394,3 +394,18 @@ def test_torch_namespaces_list_every_namespace_torch_registers():
     registered = set(subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout.split())
     assert "aten" in registered
     assert not (missing := {n for n in registered if n[0].isalpha()} - TORCH_NAMESPACES), sorted(missing)
+
+
+def test_build_timings_read_ninja_lines_wrapped_with_a_dollar(tmp_path):
+    """ninja_syntax wraps a long `build` line with `$` and a newline; every output still counts."""
+    from opgen.build import timings
+    from opgen.config import load_config
+
+    (tmp_path / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "wrapped"\n')
+    build = tmp_path / "build"
+    build.mkdir()
+    long = f"{build}/obj/DEFAULT/csrc/ops/" + "a_rather_long_op_name_" * 4 + ".cpp.o"
+    (build / "build.ninja").write_text(f"build $\n    {long}: cxx src.cpp\nbuild {build}/libwrapped.so: link {long}\n")
+    (build / ".ninja_log").write_text(f"# ninja log v6\n0\t2500\t1\t{long}\tab\n2500\t2800\t1\t{build}/libwrapped.so\tcd\n")
+    steps = timings(load_config(tmp_path))
+    assert steps == [(2.5, long.removeprefix(f"{build}/")), (0.3, "libwrapped.so")]

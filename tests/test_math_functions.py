@@ -28,8 +28,9 @@ ops = opgen.load(sys.argv[1])
 UNARY = ["exp", "expm1", "exp2", "log", "log1p", "log2", "log10", "sqrt", "rsqrt", "sin", "cos", "tan", "asin", "acos",
          "atan", "sinh", "cosh", "tanh", "sigmoid", "erf", "erfc", "abs", "sign", "floor", "ceil", "trunc", "round"]
 BINARY = {"minimum": torch.minimum, "maximum": torch.maximum, "pow": lambda x, y: torch.pow(y, x), "atan2": torch.atan2,
-          "hypot": torch.hypot, "fmod": torch.fmod, "remainder": torch.remainder}
-EXACT = {"abs", "sign", "floor", "ceil", "trunc", "round", "minimum", "maximum", "fmod", "remainder"}
+          "hypot": torch.hypot, "fmod": torch.fmod, "remainder": torch.remainder, "clamp": lambda x, y: torch.clamp(x, -y, y),
+          "clamp_attr": lambda x, y: torch.clamp(x, -1.0, 1.0), "where": lambda x, y: torch.where(x > y, x, y)}
+EXACT = {"abs", "sign", "floor", "ceil", "trunc", "round", "minimum", "maximum", "fmod", "remainder", "clamp", "clamp_attr", "where"}
 SPECIAL = [math.nan, math.inf, -math.inf, 0.0, -0.0, 0.5, -0.5, 1.5, -1.5, 2.5, -2.5, 1.0, -1.0, 3.0, -3.0,
            1e-30, -1e-30, 0.99, -0.99, 1.01, 100.0, -100.0, 1e30, -1e30]
 RTOL = {torch.float32: 5e-7, torch.float64: 1e-14}  # a few ulps: SLEEF's vector functions and glibc's differ
@@ -69,6 +70,11 @@ for dtype in (torch.float32, torch.float64):
     for u, v, where in ((a.contiguous(), b.contiguous(), "flat loop"), (a, b, "broadcast")):
         for (name, fn), got in zip(BINARY.items(), ops.binary_math(u, v), strict=True):
             same(got, fn, (u, v), name, where)
+        # per-call bounds: a loop for bounds that are not NaN, and one for those that may be
+        for lo, hi in ((-0.5, 2.0), (math.nan, 1.0), (-1.0, math.nan), (1.0, -1.0), (-math.inf, math.inf)):
+            got = ops.binary_math(u, v, lo=lo, hi=hi)[list(BINARY).index("clamp_attr")]
+            same(got, lambda t: torch.clamp(t, torch.tensor(lo, dtype=t.dtype), torch.tensor(hi, dtype=t.dtype)), (u,),
+                 "clamp_attr", f"{where}, lo={lo}, hi={hi}")
 
 # Gradients against torch.autograd of torch's functions, where every derivative is finite (the
 # ops' fused backward adds every output's term: one NaN derivative would spoil the others).
@@ -88,7 +94,7 @@ outs = ops.binary_math(x, y)
 for (name, fn), out in zip(BINARY.items(), outs, strict=True):
     g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     got = torch.autograd.grad(out, (x, y), g, retain_graph=True)
-    want = torch.autograd.grad(fn(x, y), (x, y), g)
+    want = torch.autograd.grad(fn(x, y), (x, y), g, allow_unused=True, materialize_grads=True)
     torch.testing.assert_close(got, want, msg=lambda m: f"gradient of {name}: {m}")
 print("functions ok", torch.backends.cpu.get_cpu_capability())
 """

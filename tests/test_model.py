@@ -184,3 +184,29 @@ def test_zero_gradient_formula():
     assert OpSpec.parse(load_spec_source(op.path, yaml.safe_dump(op.to_dict(), sort_keys=False).encode())) == op
     plan = backward.plan(op)
     assert plan.zeros == ("a",) and plan.differentiated == ("b",) and plan.fused == () and plan.computed == ()
+
+
+STE = GOOD.replace("pointwise: weight * a + b", "pointwise: weight * round(a) + b") + """\
+reference: weight * (a + (torch.round(a) - a).detach()) + b
+test:
+  surrogate: [a]
+"""
+
+
+def test_surrogate_gradient_round_trips():
+    op = parse(STE)
+    assert op.test.surrogate == ("a",)
+    assert OpSpec.parse(load_spec_source(op.path, yaml.safe_dump(op.to_dict(), sort_keys=False).encode())) == op
+
+
+@pytest.mark.parametrize("old, new, line, col, message", [
+    ("surrogate: [a]", "surrogate: a", 12, 14, "'surrogate' lists tensor inputs whose gradient is not the kernel's derivative"),
+    ("surrogate: [a]", "surrogate: [c]", 12, 15, "'c' has no gradient formula of its own"),
+    ("reference: weight * (a + (torch.round(a) - a).detach()) + b\n", "", 11, 14,
+     "a surrogate gradient is checked against the reference's autograd: give a 'reference'"),
+])
+def test_surrogate_gradient_errors(old, new, line, col, message):
+    assert old in STE
+    e = error(STE.replace(old, new, 1))
+    assert message in e.message
+    assert (e.location.line, e.location.col) == (line, col), str(e)

@@ -1,6 +1,7 @@
 """A user's own project, end to end: `opgen init`, a spec dropped into specs/, generate, build,
 `opgen.load(DIR)` in a fresh process. Covers what the shipped library does not: explicit shape
-rules, size checks, int and Scalar attributes, an op whose gradients are all `grad` itself."""
+rules, size checks, int and Scalar attributes, an op whose gradients are all `grad` itself, a
+straight-through estimator."""
 
 from __future__ import annotations
 
@@ -103,6 +104,14 @@ yg = y.clone().requires_grad_()
 torch.testing.assert_close(got, torch.arange(1.0, 5.0, dtype=torch.float64).expand(3, 4))
 torch.testing.assert_close(ops.trap_names(y, y[0], out=2.0, name=3.0, grads=1.0, tangent=1.0, apply=0.0),
                            6 * y + y[0])
+# a straight-through estimator (test.surrogate): bit for bit torch's fake quantization, values and gradients
+xq = (torch.randn(100_003) * 5).requires_grad_()
+for args in ((0.037, 3, -100, 90), (0.5, 0, -8, 7)):
+    mine, theirs = ops.fake_quant(xq, scale=args[0], zero_point=args[1], quant_min=args[2], quant_max=args[3]), \
+        torch.fake_quantize_per_tensor_affine(xq, *args)
+    assert torch.equal(mine, theirs), args
+    gq = torch.randn_like(xq)
+    assert torch.equal(torch.autograd.grad(mine, xq, gq)[0], torch.autograd.grad(theirs, xq, gq)[0]), args
 sys.path.insert(0, sys.argv[1] + "/generated/python")
 import myops
 assert myops.hostile_doc.__doc__.startswith(sys.argv[2]), myops.hostile_doc.__doc__
@@ -192,6 +201,20 @@ TRAP_NAMES = {"signature": "trap_names(Tensor x, Tensor other, *, float out=1.5,
               "kernel": {"pointwise": "x * out * name + other * grads * tangent + apply * grad_fn * forward_op * "
                                       "task_should_compute_output"},
               "gradient": {"x": "grad * out * name", "other": "grad * grads * tangent"}, "variants": ["inplace"]}
+# A straight-through estimator: the gradient is deliberately not the kernel's (zero) derivative, so
+# `opgen test` checks it against the reference's autograd (PyTorch's idiom for one), not finite
+# differences; rounding, clamping to int attributes and `and` of masks on the way.
+FAKE_QUANT = {
+    "signature": "fake_quant(Tensor x, *, float scale=0.1, int zero_point=0, int quant_min=-128, int quant_max=127) -> Tensor",
+    "dtypes": ["floating"], "shape": "same(x)",
+    "checks": ["scale > 0", "quant_min < quant_max", "zero_point >= quant_min and zero_point <= quant_max"],
+    "kernel": {"pointwise": "(clamp(round(x * (1 / scale)) + zero_point, quant_min, quant_max) - zero_point) * scale"},
+    "gradient": {"x": "where(round(x * (1 / scale)) + zero_point >= quant_min and "
+                      "round(x * (1 / scale)) + zero_point <= quant_max, grad, 0)"},
+    "reference": "torch.where(torch.logical_and(torch.round(x * (1 / scale)) + zero_point >= quant_min, "
+                 "torch.round(x * (1 / scale)) + zero_point <= quant_max), x, x.detach()) + "
+                 "((torch.clamp(torch.round(x * (1 / scale)) + zero_point, quant_min, quant_max) - zero_point) * scale - x).detach()",
+    "test": {"surrogate": ["x"]}}
 TRAP_SUM = {"signature": "trap_sum(Tensor x, int[1] dim, bool keepdim=False, *, float a=2.0, float b=0.5) -> Tensor",
             "dtypes": ["float32", "float64"], "shape": "reduce(x, dim, keepdim)",
             "kernel": {"reduce": {"map": "a * x * x + b", "combine": "a + b", "identity": 0, "post": "acc / a"}},
@@ -253,6 +276,7 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "rev_cumsum.cpu.cpp").write_text(REV_CUMSUM_KERNEL)
     (project / "specs" / "trap_names.yaml").write_text(yaml.safe_dump(TRAP_NAMES))
     (project / "specs" / "trap_sum.yaml").write_text(yaml.safe_dump(TRAP_SUM))
+    (project / "specs" / "fake_quant.yaml").write_text(yaml.safe_dump(FAKE_QUANT))
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)
     subprocess.run([*opgen, "--project", str(project), "check"], check=True)
     build = subprocess.run([*opgen, "--project", str(project), "build"], capture_output=True, text=True)
@@ -287,5 +311,5 @@ def test_init_generate_build_load(tmp_path, built_ops):
     # a second build has nothing to do
     again = subprocess.run([*opgen, "--project", str(project), "build", "--timings"], check=True, capture_output=True, text=True)
     assert "up to date" in again.stdout
-    assert "seconds per step" in again.stdout and "obj/DEFAULT/csrc/ops/scale_rows.cpp.o" in again.stdout
+    assert "seconds per step" in again.stdout and "obj/DEFAULT/csrc/ops/scale_rows.cpp.o" in again.stdout, again.stdout
     assert re.search(r"^ +[\d.]+  libmyops\.so$", again.stdout, re.M), again.stdout

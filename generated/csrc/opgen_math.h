@@ -280,7 +280,9 @@ inline Vec<T> maximum(const Vec<T>& a, const Vec<T>& b) {
 }
 
 template <typename T>
-inline auto clamp(const T& x, const T& lo, const T& hi) { return minimum(maximum(x, lo), hi); }
+// Qualified: unqualified, argument-dependent lookup also finds at::vec::maximum for vectors, and the
+// call is ambiguous.
+inline auto clamp(const T& x, const T& lo, const T& hi) { return opgen::minimum(opgen::maximum(x, lo), hi); }
 
 // The same where `bound` is a per-call number that is not NaN (a literal, or an attribute the
 // kernel checked): NaN in `a` still propagates, and a vector takes one instruction (maxps / minps

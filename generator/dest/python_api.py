@@ -153,6 +153,11 @@ def emit_op(op: OpSpec, lib: Library) -> list[Part]:
         if op.shape.kind == "explicit":  # the rule's shape may exceed the inputs' broadcast
             sizes = "".join(f"{python.size(e)}, " for e in op.shape.sizes)
             expressions = [f"torch.broadcast_to(torch.as_tensor({e}, dtype=torch.float64), ({sizes}))" for e in expressions]
+        else:  # an expression that leaves out a tensor of the rule (clamp(x, lo, hi) beside y) has a smaller shape
+            tensors = [a.name for a in op.tensor_inputs]
+            shape = f"torch.broadcast_shapes({', '.join(f'{t}.shape' for t in tensors)})"
+            expressions = [f"torch.broadcast_to(torch.as_tensor({text}, dtype=torch.float64), {shape})"
+                           if not set(tensors) <= E.names_in(e) else text for text, e in zip(expressions, op.kernel.exprs)]
         expression = expressions[0] if len(expressions) == 1 else f"({', '.join(expressions)})"
     ref = render(REFERENCE, op=op, params=params.replace(": Tensor", ": torch.Tensor"), expression=expression)
     return [Part(WRAPPER, wrapper), Part(REFERENCE, ref)]
