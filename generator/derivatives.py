@@ -2,9 +2,10 @@
 
 ``derivative(e, x)`` is d e / d x by the chain rule over the IR, with ATen's subgradient
 conventions: ``abs`` uses sign(x) (0 at 0), ``minimum``/``maximum`` split the gradient evenly
-on ties, ``clamp`` passes it where ``lo <= x <= hi``, comparisons, ``sign`` and the rounding functions
-have zero derivative, ``fmod``/``remainder`` pass ``grad`` to ``a`` and ``-q * grad`` to ``b``. Results are simplified (constants folded, zeros dropped) so derived formulas
-read like hand-written ones.
+on ties, ``clamp`` passes it where ``lo <= x <= hi``, comparisons, ``sign`` and the rounding
+functions have zero derivative, ``fmod``/``remainder`` pass ``grad`` to ``a`` and ``-q * grad``
+to ``b``. Results are simplified (constants folded, zeros dropped) so derived formulas read like
+hand-written ones.
 """
 
 from __future__ import annotations

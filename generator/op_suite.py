@@ -647,10 +647,11 @@ def test_explicit_formulas_agree_with_derived(op):
                 continue
             got = eval(python.reference(formula, kernel_scope), env)  # noqa: S307
             want = eval(python.reference(derived.get(name, E.Num(0)), kernel_scope), env)  # noqa: S307
-            torch.testing.assert_close(torch.as_tensor(got, dtype=torch.float64).expand(257), torch.as_tensor(want, dtype=torch.float64).expand(257),
-                                       msg=lambda m: f"{op.name}: gradient formula for '{name}' disagrees with the derivative of the kernel "
-                                                     f"(a surrogate on purpose, such as a straight-through estimator? list it in "
-                                                     f"test: {{surrogate: [{name}]}}): {m}")
+            got, want = (torch.as_tensor(v, dtype=torch.float64).expand(257) for v in (got, want))  # a formula may be a number
+            torch.testing.assert_close(got, want, msg=lambda m: f"{op.name}: gradient formula for '{name}' disagrees with the "
+                                                                f"derivative of the kernel (a surrogate on purpose, such as a "
+                                                                f"straight-through estimator? list it in test: {{surrogate: "
+                                                                f"[{name}]}}): {m}")
 
 
 def test_typed_api_traces_to_the_overloads(op, typed_api):

@@ -95,9 +95,7 @@ def gradients_check(overload, op: OpSpec, case: Case, differentiable: list[str])
     """gradcheck and gradgradcheck over the differentiable inputs but those whose gradient is a
     surrogate (test.surrogate: finite differences cannot check a straight-through estimator)."""
     template = case.tensors(op, dtype=torch.float64)
-    checked = [n for n in differentiable if n not in op.test.surrogate]
-    if not checked:
-        return
+    checked = [n for n in differentiable if n not in op.test.surrogate]  # the template emits no test when none are left
     leaves = tuple(v.detach().requires_grad_(k in checked) for k, v in flat(template))
 
     def fn(*ts):
