@@ -146,6 +146,20 @@ def test_matches_reference(op, dtype, typed_api):
         _assert_close(outs, expected, dtype, f"{op.name} shapes={shapes} attrs={attrs}")
 
 
+def test_test_values_lie_in_the_ops_domain(op, typed_api):
+    """The float64 reference is finite on the values the tests draw. NaN there (log of a negative
+    value) fails gradcheck, opcheck and the rest with nothing said about why; this says what to set."""
+    if not any(_supports(op, d) for d in ("float64", "float32", "bfloat16", "float16")):
+        pytest.skip(f"{op.name} has no floating dtype")
+    _, expected = _run(typed_api, op, _sample(op, dtype=DTYPES[_float_dtype(op)]), testing.attribute_sets(op)[0])
+    for i, e in enumerate(expected):
+        if e.is_floating_point() and not e.isfinite().all():
+            ranges = ", ".join(f"{a.name} in {list(testing.input_range(op, a.name))}" for a in op.tensor_inputs)
+            pytest.fail(f"{op.name}: the reference gives {'NaN' if e.isnan().any() else 'infinities'}"
+                        f"{f' in output {i}' if len(expected) > 1 else ''} for test values drawn with {ranges}; draw them inside "
+                        f"the op's domain with `test: {{ranges: {{{op.tensor_inputs[0].name}: [low, high]}}}}` in the spec")
+
+
 @pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded"])
 def test_non_contiguous_inputs(op, layout, typed_api):
     gen = torch.Generator().manual_seed(1)

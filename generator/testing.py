@@ -12,7 +12,8 @@ import operator
 from typing import Any, Callable
 
 from . import expr as E
-from .model import OpSpec
+from .functions import FUNCTIONS, POSITIVE
+from .model import OpSpec, PointwiseKernel, ReduceKernel
 
 # Tolerances for comparing an op's output with its float64 reference, by output dtype.
 # Kernels compute half/bfloat16 in float32 and round once, so the bound is the dtype's
@@ -179,7 +180,41 @@ def reference_fn(namespace: str, op: OpSpec):
 
 
 def input_range(op: OpSpec, name: str) -> tuple[float, float]:
-    return op.test.range(name) or (-3.0, 3.0)
+    """The spec's test range for the input; else [-3, 3] narrowed to the domains of the functions
+    the kernel passes it to directly (asin(x): [-0.9, 0.9]; log(x), sqrt(x), x ** 0.5: [0.1, 3])."""
+    return op.test.range(name) or domain_range(op, name) or (-3.0, 3.0)
+
+
+def domain_range(op: OpSpec, name: str) -> tuple[float, float] | None:
+    if isinstance(op.kernel, PointwiseKernel):
+        exprs = op.kernel.exprs
+    elif isinstance(op.kernel, ReduceKernel):
+        exprs = (op.kernel.map,)
+    else:
+        return None
+    ranges = []
+    for node in (n for e in exprs for n in E.walk(e)):
+        if isinstance(node, E.Call):
+            first, rest = node.args[0], node.args[1:]
+            test_range = FUNCTIONS[node.fn].test_range
+        elif isinstance(node, E.Binary) and node.op == "**":
+            first, rest, test_range = node.lhs, (node.rhs,), POSITIVE
+        else:
+            continue
+        if test_range is None or not (isinstance(first, E.Name) and first.id == name):
+            continue
+        if _integer_power(node, rest):  # x ** 2, pow(x, 3): any sign
+            continue
+        ranges.append(test_range)
+    if not ranges:
+        return None
+    lo, hi = max(r[0] for r in ranges), min(r[1] for r in ranges)
+    return (lo, hi) if lo < hi else None
+
+
+def _integer_power(node: E.Expr, rest: tuple[E.Expr, ...]) -> bool:
+    is_power = (isinstance(node, E.Binary) and node.op == "**") or (isinstance(node, E.Call) and node.fn == "pow")
+    return is_power and isinstance(rest[0], E.Num) and float(rest[0].value).is_integer()
 
 
 def make_tensor(op: OpSpec, name: str, shape, dtype, generator, layout: str = "contiguous", device="cpu"):

@@ -472,3 +472,23 @@ def test_inputs_read_only_through_rounding_or_conditions_get_a_zero_gradient():
     assert E.unparse(derivative(E.parse_expr("fmod(x, y)"), "y")) == "-trunc(x / y)"
     assert E.unparse(derivative(E.parse_expr("remainder(x, y)"), "y")) == "-floor(x / y)"
     assert E.unparse(derivative(E.parse_expr("abs(x) + sign(x)"), "x")) == "sign(x)"
+
+
+def test_test_values_default_to_the_domain_of_the_functions_an_input_is_passed_to():
+    """Without test.ranges, [-3, 3] narrows to the domains of the functions taking an input
+    directly, intersected; composite arguments (log(x + 1)) keep it, and the generic suite's
+    test_test_values_lie_in_the_ops_domain says what to set."""
+    from opgen.testing import input_range
+
+    def ranges(kernel, test=""):
+        spec = (f"signature: f(Tensor x, Tensor y) -> Tensor\ndtypes: [float32]\nshape: broadcast(x, y)\n"
+                f"kernel:\n  pointwise: {kernel}\n{test}")
+        op = parse(spec, "f")
+        return input_range(op, "x"), input_range(op, "y")
+
+    assert ranges("asin(x) + y") == ((-0.9, 0.9), (-3.0, 3.0))
+    assert ranges("log(x) + acos(x) * log1p(y)") == ((0.1, 0.9), (-0.9, 3.0))
+    assert ranges("x ** 0.5 + pow(y, x)") == ((0.1, 3.0), (0.1, 3.0))
+    assert ranges("x ** 2 + pow(y, 3)") == ((-3.0, 3.0), (-3.0, 3.0))  # integer powers take any sign
+    assert ranges("log(x + 1) + y") == ((-3.0, 3.0), (-3.0, 3.0))
+    assert ranges("asin(x) + y", "test:\n  ranges: {x: [-2, 2]}\n") == ((-2.0, 2.0), (-3.0, 3.0))
