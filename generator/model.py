@@ -591,6 +591,11 @@ class _SpecParser:
             e, kind = self.expression(("checks", i), scope)
             if kind != E.BOOL:
                 raise self.err(("checks", i), f"a check must be a condition such as 'eps > 0', got a {kind}")
+            for node in E.walk(e):  # the op file, where checks run, has none of the kernels' math
+                if isinstance(node, E.Call) and node.fn != "isfinite":
+                    raise SpecError(self.src.inner_location(("checks", i), node.col),
+                                    f"checks call no function but isfinite(); compare the values themselves, "
+                                    f"e.g. 'scale < 100' rather than 'sqrt(scale) < 10'")
             out.append(Check(e))
         return tuple(out)
 

@@ -82,6 +82,8 @@ CASES = [
     ("  a: grad * weight", "  a: weight", 8, 6, "usually involving grad (write 0 for an input whose gradient is zero)"),
     ("pointwise: weight * a + b", "pointwise: a % b", 6, 14, "write remainder(a, b) (the sign of b, as Python's %) or fmod(a, b)"),
     ("pointwise: weight * a + b", "pointwise: arctan2(a, b)", 6, 14, "did you mean 'atan2'?"),
+    ("shape: broadcast(a, b)\n", "shape: broadcast(a, b)\nchecks: ['weight > 0 and sqrt(weight) < 10']\n", 5, 26,
+     "checks call no function but isfinite(); compare the values themselves"),
     ("weighted_sum(Tensor a", "weighted_sum(Tensr a", 1, 25, "unknown type 'Tensr'"),
     ("float weight=1.0", "float weight=one", 1, 61, "a float default must be a number"),
     ("float weight=1.0", "float? weight=None", 6, 14, "'weight' is a list or optional argument and can't be used in an expression"),
