@@ -5,6 +5,7 @@ Used by the project's tests and by generated tests; only this module imports tor
 
 from __future__ import annotations
 
+import functools
 import importlib
 import itertools
 import math
@@ -185,6 +186,7 @@ def input_range(op: OpSpec, name: str) -> tuple[float, float]:
     return op.test.range(name) or domain_range(op, name) or (-3.0, 3.0)
 
 
+@functools.lru_cache(maxsize=1024)  # asked for every tensor a test makes; the spec never changes
 def domain_range(op: OpSpec, name: str) -> tuple[float, float] | None:
     if isinstance(op.kernel, PointwiseKernel):
         exprs = op.kernel.exprs

@@ -19,11 +19,12 @@ def _gradient(op: OpSpec) -> str:
         return "derived from the kernel (auto)"
     surrogate = f" (surrogate, not the kernel's derivative: {', '.join(op.test.surrogate)})" if op.test.surrogate else ""
     if op.gradient.kernel is not None:
-        files = ", ".join(f"{d} {spec_relative(op, f)}" for d, f in op.gradient.kernel.files().items())
-        return f"hand-written backward: {files}{surrogate}"
-    if op.gradient.tensor_formulas:
-        return "; ".join(f"{n}: {f.text}" for n, f in op.gradient.tensor_formulas) + surrogate
-    return "; ".join(f"{n}: {E.unparse(f)}{' (surrogate)' if n in op.test.surrogate else ''}" for n, f in op.gradient.formulas)
+        text = "hand-written backward: " + ", ".join(f"{d} {spec_relative(op, f)}" for d, f in op.gradient.kernel.files().items())
+    elif op.gradient.tensor_formulas:
+        text = "; ".join(f"{n}: {f.text}" for n, f in op.gradient.tensor_formulas)
+    else:
+        text = "; ".join(f"{n}: {E.unparse(f)}" for n, f in op.gradient.formulas)
+    return text + surrogate
 
 
 def _example(op: OpSpec, ns: str) -> str:
