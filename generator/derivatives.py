@@ -2,9 +2,10 @@
 
 ``derivative(e, x)`` is d e / d x by the chain rule over the IR, with ATen's subgradient
 conventions: ``abs`` uses sign(x) (0 at 0), ``minimum``/``maximum`` split the gradient evenly
-on ties, ``clamp`` passes it where ``lo <= x <= hi``, comparisons, ``sign`` and the rounding
-functions have zero derivative, ``fmod``/``remainder`` pass ``grad`` to ``a`` and ``-q * grad``
-to ``b``. Results are simplified (constants folded, zeros dropped) so derived formulas read like
+on ties, ``clamp`` passes it where ``lo <= x <= hi`` (to ``hi`` when ``lo > hi``), ``a ** b``
+and ``atan2`` give 0 where the calculus gives 0 * inf (a zero base or exponent, the origin),
+comparisons, ``sign`` and the rounding functions have zero derivative, ``fmod``/``remainder``
+pass ``grad`` to ``a`` and ``-q * grad`` to ``b``. Results are simplified (constants folded, zeros dropped) so derived formulas read like
 hand-written ones.
 """
 
@@ -127,14 +128,21 @@ def _is_condition(e: E.Expr) -> bool:
 
 
 def _power(a: E.Expr, b: E.Expr, da: E.Expr, db: E.Expr) -> E.Expr:
-    if _is(db, 0):  # a ** n
-        if isinstance(b, E.Num):
-            n = b.value
-            lowered = ONE if n == 1 else (a if n == 2 else E.Binary("**", a, E.Num(n - 1)))
-            return mul(mul(E.Num(n), lowered), da)
-        return mul(mul(b, E.Binary("**", a, sub(b, ONE))), da)
-    # a ** b = exp(b log a)
-    return mul(E.Binary("**", a, b), add(mul(db, call("log", a)), div(mul(b, da), a)))
+    """d(a ** b) with torch's conventions at a zero base, where the calculus is 0 * inf: the
+    base's term is 0 where b == 0, the exponent's where a == 0 and b >= 0 (torch's
+    pow_backward_self / pow_backward_exponent), not NaN."""
+    if isinstance(b, E.Num):
+        n = b.value
+        if n == 0:
+            return ZERO
+        lowered = ONE if n == 1 else (a if n == 2 else E.Binary("**", a, E.Num(n - 1)))
+        return mul(mul(E.Num(n), lowered), da)
+    base = ZERO if _is(da, 0) else mul(where(E.Compare("==", b, ZERO), ZERO, mul(b, E.Binary("**", a, sub(b, ONE)))), da)
+    if _is(db, 0):
+        return base
+    at_zero = E.BoolOp("and", (E.Compare("==", a, ZERO), E.Compare(">=", b, ZERO)))
+    exponent = mul(where(at_zero, ZERO, mul(E.Binary("**", a, b), call("log", a))), db)
+    return add(base, exponent)
 
 
 def _call(e: E.Call, x: str) -> E.Expr:
@@ -156,7 +164,7 @@ def _call(e: E.Call, x: str) -> E.Expr:
     if fn == "sqrt":
         return div(du, mul(E.Num(2), e))
     if fn == "rsqrt":
-        return mul(mul(E.Num(-0.5), div(e, u)), du)
+        return mul(mul(E.Num(-0.5), mul(mul(e, e), e)), du)  # torch's form: +inf, not -inf, at -0
     if fn == "sin":
         return mul(call("cos", u), du)
     if fn == "cos":
@@ -186,7 +194,9 @@ def _call(e: E.Call, x: str) -> E.Expr:
         return mul(call("sinh", u), du)
     if fn == "atan2":  # atan2(y, x)
         y, x_ = args
-        return div(sub(mul(x_, d[0]), mul(y, d[1])), add(mul(x_, x_), mul(y, y)))
+        # times 1 / (x^2 + y^2), or 0 where that is 0 (at the origin, and below it: torch's atan2_backward)
+        norm = add(mul(x_, x_), mul(y, y))
+        return mul(sub(mul(x_, d[0]), mul(y, d[1])), where(E.Compare("==", norm, ZERO), ZERO, div(ONE, norm)))
     if fn == "hypot":
         a, b = args
         return div(add(mul(a, d[0]), mul(b, d[1])), e)
@@ -206,8 +216,9 @@ def _call(e: E.Call, x: str) -> E.Expr:
     if fn == "clamp":
         v, lo, hi = args
         inside = where(E.Compare(">=", v, lo), where(E.Compare("<=", v, hi), d[0], ZERO), ZERO)
-        below = where(E.Compare("<", v, lo), d[1], ZERO)
-        above = where(E.Compare(">", v, hi), d[2], ZERO)
+        # lo > hi gives hi everywhere, so hi gets the gradient (torch's clamp_backward_min_max)
+        below = ZERO if _is(d[1], 0) else where(E.BoolOp("and", (E.Compare("<", v, lo), E.Compare("<", lo, hi))), d[1], ZERO)
+        above = ZERO if _is(d[2], 0) else where(E.BoolOp("or", (E.Compare(">", v, hi), E.Compare("<", hi, lo))), d[2], ZERO)
         return add(add(inside, below), above)
     if fn == "where":
         return where(args[0], d[1], d[2])
@@ -248,6 +259,61 @@ def substitute(e: E.Expr, names: dict[str, E.Expr]) -> E.Expr:
         elif dataclasses.is_dataclass(v):
             changes[f.name] = substitute(v, names)
     return dataclasses.replace(e, **changes)
+
+
+def given_flag(grad: str) -> str:
+    """The name of the bool that says whether an incoming gradient was given (`__` is reserved)."""
+    return f"{grad}__given"
+
+
+def gradient_pieces(f: E.Expr, grads: tuple[str, ...]) -> tuple[bool, tuple[tuple[str, int, E.Expr], ...]]:
+    """``f`` as a signed sum of one piece per incoming gradient, each piece reading only that one:
+    (exact, ((grad, sign, piece), ...)). Exact when every additive term of ``f`` reads exactly one
+    gradient (every derived formula, `grad_y * x - grad_x * y`): the pieces are those terms, and
+    their sum is ``f`` itself. Otherwise (`(grad_x + grad_y) * e`) each piece is ``f`` with the
+    other gradients 0, which sum to ``f`` because gradient formulas are linear in the gradients."""
+    terms = list(_additive_terms(f, 1))
+    reads = [[g for g in grads if depends_on(t, g)] for _, t in terms]
+    if all(len(r) == 1 for r in reads):
+        grouped: dict[str, list[tuple[int, E.Expr]]] = {}
+        for (sign, t), (g,) in zip(terms, reads):
+            grouped.setdefault(g, []).append((sign, t))
+        pieces = []
+        for g, ts in grouped.items():
+            lead = ts[0][0]
+            piece: E.Expr = ZERO
+            for sign, t in ts:
+                piece = add(piece, t) if sign == lead else sub(piece, t)
+            pieces.append((g, lead, piece))
+        return True, tuple(pieces)
+    pieces = ((g, 1, substitute(f, {o: ZERO for o in grads if o != g})) for g in grads)
+    return False, tuple(p for p in pieces if not _is(p[2], 0))
+
+
+def _additive_terms(e: E.Expr, sign: int):
+    if isinstance(e, E.Binary) and e.op in ("+", "-"):
+        yield from _additive_terms(e.lhs, sign)
+        yield from _additive_terms(e.rhs, sign if e.op == "+" else -sign)
+    elif isinstance(e, E.Unary) and e.op == "-":
+        yield from _additive_terms(e.operand, -sign)
+    else:
+        yield sign, e
+
+
+def masked_by_given_gradients(f: E.Expr, grads: tuple[str, ...]) -> E.Expr:
+    """``f`` for a fused kernel of an op with several outputs, where an output that got no gradient
+    (it was not used) must contribute nothing: not 0 * its derivative, which is NaN where that
+    derivative is not finite (sqrt's at 0). Each gradient's piece sits under a `where` on its
+    given-flag, a per-call condition, so only the chosen branch runs."""
+    exact, pieces = gradient_pieces(f, grads)
+    masked: E.Expr = ZERO
+    for g, sign, piece in pieces:
+        term = where(E.Name(given_flag(g)), piece, ZERO)
+        masked = add(masked, term) if sign > 0 else sub(masked, term)
+    if exact:
+        return masked
+    every = E.BoolOp("and", tuple(E.Name(given_flag(g)) for g in grads))
+    return where(every, f, masked)  # the formula as written when every gradient is given
 
 
 def gradient_formulas(op: OpSpec) -> tuple[tuple[str, E.Expr], ...]:

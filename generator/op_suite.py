@@ -26,6 +26,7 @@ from opgen import expr as E
 from opgen import testing
 from opgen.config import load_config
 from opgen.derivatives import fwd_over_rev_checkable
+from opgen.dest import backward
 from opgen.library import load_library
 from opgen.model import OpSpec
 
@@ -730,8 +731,10 @@ def test_out_variant_writes_into_out(op, built_ops, typed_api):
     if expected.dim() == 2:
         outs.append(torch.empty(tuple(reversed(expected.shape)), dtype=expected.dtype).t())  # non-contiguous
     for out in outs:
+        version = out._version
         assert fn(*args, **kwargs, out=out) is out
         torch.testing.assert_close(out, expected)
+        assert out._version > version, "the version counter of out was not bumped (autograd would miss the write)"
 
 
 def test_out_variant_rejects_bad_out(op, built_ops, typed_api):
@@ -774,3 +777,60 @@ def test_inplace_variant_opcheck(op, built_ops):
     # every input of the result's shape, so the first argument can hold it
     args, kwargs = _call_args(op, _sample(op, [shape] * len(op.tensor_inputs), dtype), attrs)
     torch.library.opcheck(getattr(built_ops, f"{op.name}_").default, args, kwargs)
+
+
+def test_inplace_variant_autograd(op, built_ops):
+    """`<op>_` records the op's node, as torch's in-place ops do: on a copy and on a view of one
+    (through CopySlices) the gradients are the out-of-place op's; a leaf that requires grad, or a
+    view of one, is refused naming the op; a tensor the node saved, written afterwards, fails
+    torch's version check at backward."""
+    if "inplace" not in op.variants or op.gradient is None:
+        pytest.skip(f"{op.name} has no differentiable in-place variant")
+    attrs = testing.attribute_sets(op)[0]
+    dtype = DTYPES["float64"] if _supports(op, "float64") else DTYPES[_float_dtype(op)]
+    args, kwargs = _call_args(op, _sample(op, dtype=dtype), attrs)
+    shape = tuple(getattr(built_ops, op.name).default(*args, **kwargs).shape)
+    tensors = {k: v.requires_grad_() for k, v in _sample(op, [shape] * len(op.tensor_inputs), dtype).items()}
+    first = op.tensor_inputs[0].name
+    overload, inplace = getattr(built_ops, op.name).default, getattr(built_ops, f"{op.name}_").default
+    leaves = list(tensors.values())
+    cotangent = torch.rand(shape, generator=torch.Generator().manual_seed(3), dtype=dtype)
+    args, kwargs = _call_args(op, tensors, attrs)
+    want = torch.autograd.grad(overload(*args, **kwargs), leaves, cotangent)
+
+    copy = tensors[first] * 1
+    args, kwargs = _call_args(op, {**tensors, first: copy}, attrs)
+    inplace(*args, **kwargs)
+    assert copy.grad_fn.name() == f"{NAMESPACE}::{_node_name(op)}", copy.grad_fn.name()
+    for name, got, w in zip(tensors, torch.autograd.grad(copy, leaves, cotangent), want):
+        torch.testing.assert_close(got, w, msg=lambda m: f"{op.name}_: gradient of '{name}': {m}")
+
+    if len(shape) >= 1 and shape[0] > 1:  # into a view: row 0 passes through `* 1` unchanged
+        base = tensors[first] * 1
+        args, kwargs = _call_args(op, {**{k: v[1:] for k, v in tensors.items()}, first: base[1:]}, attrs)
+        inplace(*args, **kwargs)
+        assert type(base.grad_fn).__name__ == "CopySlices", base.grad_fn
+        for name, got, w in zip(tensors, torch.autograd.grad(base, leaves, cotangent), want):
+            torch.testing.assert_close(got[:1], cotangent[:1] if name == first else torch.zeros_like(got[:1]))
+            torch.testing.assert_close(got[1:], w[1:], msg=lambda m: f"{op.name}_ into a view: gradient of '{name}': {m}")
+
+    args, kwargs = _call_args(op, tensors, attrs)
+    with pytest.raises(RuntimeError, match=rf"{NAMESPACE}\.{op.name}_\(\): '{first}' is a leaf tensor that requires grad"):
+        inplace(*args, **kwargs)
+    args, kwargs = _call_args(op, {**tensors, first: tensors[first][:]}, attrs)
+    with pytest.raises(RuntimeError, match=rf"{NAMESPACE}\.{op.name}_\(\): '{first}' is a view of a leaf tensor that requires grad"):
+        inplace(*args, **kwargs)
+
+    written = tensors[first] * 1
+    args, kwargs = _call_args(op, {**tensors, first: written}, attrs)
+    result = overload(*args, **kwargs)
+    inplace(*args, **kwargs)  # writes what the first call's node may have saved
+    if first in backward.plan(op).saved:
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            result.sum().backward()
+    else:
+        result.sum().backward()
+
+
+def _node_name(op) -> str:
+    return "".join(p.capitalize() for p in op.name.split("_")) + "Backward"

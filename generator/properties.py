@@ -109,6 +109,37 @@ def gradients_check(overload, op: OpSpec, case: Case, differentiable: list[str])
         assert torch.autograd.gradgradcheck(fn, leaves, check_fwd_over_rev=forward_ad and fwd_over_rev_checkable(op))
 
 
+def inplace_gradients_check(overload, inplace, op: OpSpec, case: Case, differentiable: list[str]) -> None:
+    """`<op>_` into a copy of its first argument (a leaf can't be written in place) records the op's
+    node on it: gradcheck and gradgradcheck through the in-place call, and the same gradients as the
+    out-of-place op's."""
+    template = case.tensors(op, dtype=torch.float64)
+    first = op.schema.arguments[0].name
+    if outputs(call(overload, op, template, case.attrs))[0].shape != template[first].shape:
+        return  # a result larger than the first argument (a broadcast) is not written in place
+    checked = [n for n in differentiable if n not in op.test.surrogate]
+    names = [k for k, _ in flat(template)]
+    leaves = tuple(v.detach().requires_grad_(k in checked) for k, v in flat(template))
+
+    def written(*ts):
+        tensors = unflat(template, ts)
+        tensors[first] = tensors[first] * 1  # not a leaf; a leaf that requires grad is refused
+        assert call(inplace, op, tensors, case.attrs) is None
+        return tensors[first]
+
+    def fn(*ts):
+        return call(overload, op, unflat(template, ts), case.attrs)
+
+    assert torch.autograd.gradcheck(written, leaves, check_forward_ad=True)
+    assert torch.autograd.gradgradcheck(written, leaves, check_fwd_over_rev=fwd_over_rev_checkable(op))
+    wanted = [t for t in leaves if t.requires_grad]
+    cotangent = torch.rand(template[first].shape, generator=torch.Generator().manual_seed(case.seed), dtype=torch.float64)
+    got = torch.autograd.grad(written(*leaves), wanted, cotangent, allow_unused=True, materialize_grads=True)
+    want = torch.autograd.grad(fn(*leaves), wanted, cotangent, allow_unused=True, materialize_grads=True)
+    for name, g, w in zip([n for n, t in zip(names, leaves) if t.requires_grad], got, want, strict=True):
+        torch.testing.assert_close(g, w, atol=0, rtol=0, equal_nan=True, msg=lambda m: f"{op.name}_: gradient of '{name}': {m}")
+
+
 def opcheck(overload, op: OpSpec, case: Case) -> None:
     from hypothesis import assume
 
@@ -117,6 +148,15 @@ def opcheck(overload, op: OpSpec, case: Case) -> None:
     # fails it too), so cases whose result holds NaN are left to the reference tests.
     assume(not any(o.is_floating_point() and bool(o.isnan().any()) for o in outputs(overload(*args, **kwargs))))
     torch.library.opcheck(overload, args, kwargs)
+
+
+def _stacked(values):
+    """One batched argument from per-sample values (None stays None; Tensor[] elements each)."""
+    if values[0] is None:
+        return None
+    if isinstance(values[0], list):
+        return [torch.stack(v) for v in zip(*values)]
+    return torch.stack(values)
 
 
 def vmap_matches_loop(overload, op: OpSpec, case: Case) -> None:
@@ -128,25 +168,44 @@ def vmap_matches_loop(overload, op: OpSpec, case: Case) -> None:
     samples = [dataclasses.replace(case, seed=case.seed + i).tensors(op) for i in range(3)]
     names = [a.name for a in op.tensor_inputs]
 
-    def stacked(values):
-        if values[0] is None:
-            return None
-        if isinstance(values[0], list):
-            return [torch.stack(v) for v in zip(*values)]
-        return torch.stack(values)
-
     def fn(*ts):
         return call(overload, op, dict(zip(names, ts)), case.attrs)
 
     for batched_names in (names, names[:1]):
         per_sample = [{n: s[n] if n in batched_names else samples[0][n] for n in names} for s in samples]
-        args = [stacked([s[n] for s in samples]) if n in batched_names else samples[0][n] for n in names]
+        args = [_stacked([s[n] for s in samples]) if n in batched_names else samples[0][n] for n in names]
         in_dims = tuple(0 if n in batched_names and a is not None else None for n, a in zip(names, args))
         got = outputs(torch.vmap(fn, in_dims=in_dims)(*args))
         want = [outputs(call(overload, op, s, case.attrs)) for s in per_sample]
         for i, g in enumerate(got):
             torch.testing.assert_close(g, torch.stack([w[i] for w in want]), equal_nan=True,
                                        msg=lambda m: f"{op.name}: vmap over {', '.join(batched_names)}, output {i}: {m}")
+
+
+def inplace_vmap_matches_loop(overload, inplace, op: OpSpec, case: Case) -> None:
+    """torch.vmap of `<op>_` into a copy of its first argument against the out-of-place op on each
+    of three samples: every tensor input batched, then only the first."""
+    import dataclasses
+
+    samples = [dataclasses.replace(case, seed=case.seed + i).tensors(op) for i in range(3)]
+    names = [a.name for a in op.tensor_inputs]
+    first = names[0]
+    if outputs(call(overload, op, samples[0], case.attrs))[0].shape != samples[0][first].shape:
+        return  # a result larger than the first argument (a broadcast) is not written in place
+
+    def written(*ts):
+        tensors = dict(zip(names, ts))
+        tensors[first] = tensors[first].clone()
+        call(inplace, op, tensors, case.attrs)
+        return tensors[first]
+
+    for batched_names in (names, names[:1]):
+        args = [_stacked([s[n] for s in samples]) if n in batched_names else samples[0][n] for n in names]
+        in_dims = tuple(0 if n in batched_names and a is not None else None for n, a in zip(names, args))
+        got = torch.vmap(written, in_dims=in_dims)(*args)
+        want = [call(overload, op, {n: s[n] if n in batched_names else samples[0][n] for n in names}, case.attrs) for s in samples]
+        torch.testing.assert_close(got, torch.stack(want), equal_nan=True,
+                                   msg=lambda m: f"{op.name}_: vmap over {', '.join(batched_names)}: {m}")
 
 
 def out_opcheck(overload, out_overload, op: OpSpec, case: Case) -> None:
@@ -188,28 +247,31 @@ def rejects_failed_check(overload, op: OpSpec, namespace: str, case: Case, attrs
 
 def backward_matches_reference(overload, backward, op: OpSpec, namespace: str, case: Case, plan: dict) -> None:
     """Calls the generated `<op>_backward` op directly: each gradient has its input's shape and
-    matches torch.autograd on the float64 reference."""
+    matches torch.autograd on the float64 reference. With several outputs, also with each output's
+    gradient alone given (the others None: outputs that were not used)."""
     tensors = case.tensors(op)
     outs = outputs(call(overload, op, tensors, case.attrs))
     gen = torch.Generator().manual_seed(case.seed + 1)
     cotangents = [torch.rand(o.shape, generator=gen, dtype=torch.float64).to(o.dtype) * 2 - 1 for o in outs]
     env = {**tensors, **dict(zip(plan["results"], outs, strict=True))}
-    args = cotangents + [env[s] for s in plan["saved"]] + [case.attrs[a] for a in plan["attributes"]]
-    args += [list(tensors[n].shape) for n in plan["inputs"]]
-    grads = backward(*args)
-    grads = (grads,) if isinstance(grads, torch.Tensor) else tuple(grads)
+    rest = [env[s] for s in plan["saved"]] + [case.attrs[a] for a in plan["attributes"]]
+    rest += [list(tensors[n].shape) for n in plan["inputs"]]
     leaves = {k: v.detach().to(torch.float64).requires_grad_(k in plan["inputs"]) for k, v in tensors.items()}
     expected_out = outputs(call(testing.reference_fn(namespace, op), op, leaves, case.attrs))
-    expected = torch.autograd.grad(expected_out, [leaves[n] for n in plan["inputs"]], [c.to(torch.float64) for c in cotangents],
-                                   allow_unused=True)
-    out = outs[0]
-    for name, got, want in zip(plan["inputs"], grads, expected):
-        assert got.shape == tensors[name].shape, f"gradient of '{name}' has shape {tuple(got.shape)}, input has {tuple(tensors[name].shape)}"
-        want = torch.zeros_like(leaves[name]) if want is None else want
-        atol, rtol = testing.TOLERANCES[case.dtype]
-        scale = max(1, out.numel() // max(1, tensors[name].numel()))  # reduced gradients sum many terms
-        torch.testing.assert_close(got.to(torch.float64), want, atol=atol * scale, rtol=rtol * scale, equal_nan=True,
-                                   msg=lambda m: f"gradient of '{name}': {m}")
+    given_sets = [range(len(outs))] + ([[i] for i in range(len(outs))] if len(outs) > 1 else [])
+    for given in given_sets:
+        grads = backward(*[c if i in given else None for i, c in enumerate(cotangents)], *rest)
+        grads = (grads,) if isinstance(grads, torch.Tensor) else tuple(grads)
+        expected = torch.autograd.grad([expected_out[i] for i in given], [leaves[n] for n in plan["inputs"]],
+                                       [cotangents[i].to(torch.float64) for i in given], allow_unused=True, retain_graph=True)
+        which = "" if len(given) == len(outs) else f" (only {plan['grads'][given[0]]} given)"
+        for name, got, want in zip(plan["inputs"], grads, expected):
+            assert got.shape == tensors[name].shape, f"gradient of '{name}'{which} has shape {tuple(got.shape)}, input has {tuple(tensors[name].shape)}"
+            want = torch.zeros_like(leaves[name]) if want is None else want
+            atol, rtol = testing.TOLERANCES[case.dtype]
+            scale = max(1, outs[0].numel() // max(1, tensors[name].numel()))  # reduced gradients sum many terms
+            torch.testing.assert_close(got.to(torch.float64), want, atol=atol * scale, rtol=rtol * scale, equal_nan=True,
+                                       msg=lambda m: f"gradient of '{name}'{which}: {m}")
 
 
 def gradients_match_reference(overload, op: OpSpec, namespace: str, case: Case, differentiable: list[str]) -> None:
@@ -304,7 +366,9 @@ def out_variant_matches_functional(overload, out_overload, op: OpSpec, namespace
     outs = [torch.empty_like(expected), torch.empty(0, dtype=expected.dtype),
             torch.empty(expected.shape[::-1], dtype=expected.dtype).permute(reverse)]
     for out in outs:
+        version = out._version
         assert out_overload(*args, **kwargs, out=out) is None
+        assert out._version > version, f"{op.name}.out: the version counter of out was not bumped (autograd would miss the write)"
         assert out.shape == expected.shape, f"{op.name}.out: out has shape {tuple(out.shape)}, the result {tuple(expected.shape)}"
         torch.testing.assert_close(out, expected, equal_nan=True, msg=lambda m: f"{op.name}.out: {m}")
     other = torch.int32 if expected.is_floating_point() else torch.float64
@@ -332,5 +396,7 @@ def inplace_matches_out_of_place(overload, inplace, op: OpSpec, namespace: str, 
         else:
             raise AssertionError(f"{op.name}_ wrote a result of shape {tuple(expected.shape)} into '{first}' of shape {tuple(target.shape)}")
         return
+    version = target._version
     assert call(inplace, op, tensors, case.attrs) is None
     torch.testing.assert_close(target, expected, atol=0, rtol=0, equal_nan=True)
+    assert target._version > version, "the version counter of the tensor written in place was not bumped"

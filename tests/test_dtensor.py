@@ -60,6 +60,11 @@ assert r.grad.placements == (Shard(0),), r.grad.placements
 torch.testing.assert_close(r.grad.full_tensor(), (torch.cos(b) + 2 * torch.sin(b)).expand(4, 6))
 torch.testing.assert_close(theta.grad.redistribute(mesh, [Replicate()]).to_local(),
                            (-a.abs() * torch.sin(b) + 2 * a.abs() * torch.cos(b)).sum(0))
+# only one output used: the other's gradient is None in the backward op, and leaves no trace
+r.grad = theta.grad = None
+ops.to_cartesian(r, theta)[1].sum().backward()
+assert r.grad.placements == (Shard(0),), r.grad.placements
+torch.testing.assert_close(r.grad.full_tensor(), torch.sin(b).expand(4, 6))
 # a Tensor[] argument: no sharding rule (one registered for it failed inside DTensor's dispatch)
 try:
     ops.add_n([x, x])

@@ -76,26 +76,30 @@ for dtype in (torch.float32, torch.float64):
             same(got, lambda t: torch.clamp(t, torch.tensor(lo, dtype=t.dtype), torch.tensor(hi, dtype=t.dtype)), (u,),
                  "clamp_attr", f"{where}, lo={lo}, hi={hi}")
 
-# Gradients against torch.autograd of torch's functions, where every derivative is finite (the
-# ops' fused backward adds every output's term: one NaN derivative would spoil the others).
+# Gradients against torch.autograd of torch's functions, each output's alone, over values where
+# other outputs' derivatives are not finite (log's at 0, sqrt's below, asin's beyond 1): an output
+# that was not used contributes nothing to the fused backward, not 0 * NaN.
 gen = torch.Generator().manual_seed(1)
-x = (torch.rand(203, generator=gen, dtype=torch.float64) * 0.9 + 0.05).requires_grad_()
-x.data[7] = 0.5  # round's tie
+x = (torch.rand(203, generator=gen, dtype=torch.float64) * 8 - 4)
+x[:9] = torch.tensor([0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 2.5, 1e-300, -1e-300])  # domain edges, round's ties
+x.requires_grad_()
 outs = ops.unary_math(x)
 for name, out in zip(UNARY, outs, strict=True):
     g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
-    (got,) = torch.autograd.grad(out, x, g, retain_graph=True)
     (want,) = torch.autograd.grad(getattr(torch, name)(x), x, g)
-    torch.testing.assert_close(got, want, msg=lambda m: f"gradient of {name}: {m}")
+    for create_graph in (False, True):  # the fused backward op; the formulas as ATen ops
+        (got,) = torch.autograd.grad(out, x, g, retain_graph=True, create_graph=create_graph)
+        torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"gradient of {name} ({create_graph=}): {m}")
 x = (torch.rand(203, generator=gen, dtype=torch.float64) * 6 - 3).requires_grad_()
-y = (torch.rand(203, generator=gen, dtype=torch.float64) * 2.5 + 0.5).requires_grad_()
+y = (torch.rand(203, generator=gen, dtype=torch.float64) * 6 - 3).requires_grad_()
 x.data[:5] = y.data[:5]  # ties of minimum / maximum: the gradient is split evenly, as torch's
+x.data[5:8], y.data[5:8] = 0.0, 0.0  # atan2's and hypot's derivatives are NaN at the origin
 outs = ops.binary_math(x, y)
 for (name, fn), out in zip(BINARY.items(), outs, strict=True):
     g = torch.randn(out.shape, generator=gen, dtype=torch.float64)
     got = torch.autograd.grad(out, (x, y), g, retain_graph=True)
     want = torch.autograd.grad(fn(x, y), (x, y), g, allow_unused=True, materialize_grads=True)
-    torch.testing.assert_close(got, want, msg=lambda m: f"gradient of {name}: {m}")
+    torch.testing.assert_close(got, want, equal_nan=True, msg=lambda m: f"gradient of {name}: {m}")
 print("functions ok", torch.backends.cpu.get_cpu_capability())
 """
 

@@ -86,6 +86,24 @@ def test_inplace_matches_out_of_place(overload, case):
     P.inplace_matches_out_of_place(overload, inplace, OP, NAMESPACE, case)
 
 
+@settings(deadline=None, max_examples=10)
+@given(case=S.cases(OP, max_side=3))
+def test_inplace_vmap_matches_a_loop_over_samples(overload, case):
+    import opgen
+
+    inplace = getattr(opgen.load(PROJECT), OP.name + "_").default
+    P.inplace_vmap_matches_loop(overload, inplace, OP, case)
+
+
+@settings(deadline=None, max_examples=10)
+@given(case=S.cases(OP, dtypes=("float64",), max_side=3, layouts=("contiguous", "transposed", "sliced")))
+def test_inplace_gradcheck_and_gradgradcheck(overload, case):
+    import opgen
+
+    inplace = getattr(opgen.load(PROJECT), OP.name + "_").default
+    P.inplace_gradients_check(overload, inplace, OP, case, DIFFERENTIABLE)
+
+
 @settings(deadline=None, max_examples=3)
 @given(case=S.cases(OP, max_side=3))
 def test_opcheck(overload, case):

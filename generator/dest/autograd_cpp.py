@@ -7,11 +7,12 @@ from types import SimpleNamespace
 
 from .. import expr as E
 from ..api import aten_expr, cpp
-from ..derivatives import substitute
+from ..derivatives import gradient_pieces, substitute
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
 from . import backward
+from .op_cpp import inplace as inplace_variant
 from .files import Part
 
 TEMPLATE = "csrc/autograd/op.cpp.j2"
@@ -36,6 +37,7 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
     tensors = [a.name for a in op.tensor_inputs]
     scope = backward.scope(op)
     composite = {n: aten_expr.aten(f, scope) for n, f in zip(bw.inputs, bw.formulas)}
+    inplace = inplace_variant(op) if len(bw.results) == 1 else None
     text = render(
         TEMPLATE,
         op=op,
@@ -64,9 +66,26 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
             [f"{n}._fw_primal(/*level=*/0)" for n in tensors]
             + [TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes]
         ),
+        inplace_primal_args=", ".join(
+            [("_original" if inplace and n == inplace.self and n in bw.saved else f"{n}._fw_primal(/*level=*/0)") for n in tensors]
+            + [TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes]
+        ),
         composite=composite,
+        pieces=_pieces(bw, scope) if len(bw.grads) > 1 else {},
+        inplace=inplace,
+        inplace_qualified=f"{lib.namespace}.{op.name}_",
     )
     return Part(TEMPLATE, text)
+
+
+def _pieces(bw: backward.BackwardPlan, scope: E.Scope) -> dict[str, list[tuple[str, int, str]]]:
+    """Per input, its formula's piece of each incoming gradient as ATen calls: the create_graph
+    path sums those of the gradients given."""
+    out = {}
+    for n, f in zip(bw.inputs, bw.formulas):
+        _, pieces = gradient_pieces(f, bw.grads)
+        out[n] = [(g, sign, aten_expr.aten(piece, scope)) for g, sign, piece in pieces]
+    return out
 
 
 def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) -> list[SimpleNamespace]:

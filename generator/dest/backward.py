@@ -7,7 +7,8 @@ An input whose formula is `grad` gets `grad` from the autograd node, only reduce
 as ATen's AddBackward passes it on: no copy, no pass over memory. When every formula is one,
 there is no backward op. Only tensors that the formulas read are saved; `__` cannot appear in
 spec names, so the shape arguments never collide with them. An op with several outputs takes
-`Tensor grad_<output>` for each instead of `grad`.
+`Tensor? grad_<output>` for each instead of `grad`: None for an output that was not used, whose
+terms the kernel then leaves out (`<grad>__given` flags, see `masked_by_given_gradients`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from functools import cached_property
 
 from .. import expr as E
 from ..api import cpp, cpp_expr
-from ..derivatives import gradient_formulas
+from ..derivatives import given_flag, gradient_formulas, masked_by_given_gradients
 from ..model import OpSpec
 from ..schema import Argument
 from .op_context import KernelAttr, kernel_attrs, kernel_scope
@@ -34,6 +35,20 @@ class BackwardPlan:
     kernel_attrs: tuple[KernelAttr, ...]
     grads: tuple[str, ...] = ("grad",)  # the incoming gradients, one per output of the op
     results: tuple[str, ...] = ("result",)  # the op's outputs as the formulas name them
+
+    @property
+    def optional_grads(self) -> bool:
+        """Several outputs: each incoming gradient may be None (the output was not used)."""
+        return len(self.grads) > 1
+
+    @cached_property
+    def kernel_formulas(self) -> tuple[E.Expr, ...]:
+        """The fused kernel's formulas: with several outputs, those of `fused` with each gradient's
+        terms masked by whether it was given."""
+        formulas = [self.formulas[i] for i in self.fused]
+        if self.optional_grads:
+            formulas = [masked_by_given_gradients(f, self.grads) for f in formulas]
+        return tuple(formulas)
 
     def passthrough(self, i: int) -> str | None:
         """The incoming gradient that input i's formula is, unchanged (only reduced), if it is one."""
@@ -76,7 +91,8 @@ class BackwardPlan:
         return tuple(f"{n}__shape" for n in self.computed)
 
     def schema(self) -> str:
-        args = [f"Tensor {g}" for g in self.grads] + [f"Tensor {t}" for t in self.saved]
+        grad_type = "Tensor?" if self.optional_grads else "Tensor"
+        args = [f"{grad_type} {g}" for g in self.grads] + [f"Tensor {t}" for t in self.saved]
         args += [f"{a.type} {a.name}" for a in self.attributes]
         args += [f"SymInt[] {s}" for s in self.shape_args]
         rets = "Tensor" if len(self.computed) == 1 else "(" + ", ".join("Tensor" for _ in self.computed) + ")"
@@ -89,11 +105,27 @@ class BackwardPlan:
         return "std::tuple<" + ", ".join("at::Tensor" for _ in self.computed) + ">"
 
     @cached_property
-    def cpp_params(self) -> str:
-        parts = [f"const at::Tensor& {g}" for g in self.grads] + [f"const at::Tensor& {t}" for t in self.saved]
+    def grad_cpp_type(self) -> str:
+        return "const std::optional<at::Tensor>&" if self.optional_grads else "const at::Tensor&"
+
+    def _params(self, grads: list[str]) -> str:
+        parts = grads + [f"const at::Tensor& {t}" for t in self.saved]
         parts += [f"{cpp.argument_type(a.type)} {a.name}" for a in self.attributes]
         parts += [f"c10::SymIntArrayRef {s}" for s in self.shape_args]
         return ", ".join(parts)
+
+    @cached_property
+    def cpp_params(self) -> str:
+        """The registered kernels' parameters; optional gradients are named <grad>__opt (the kernel
+        binds <grad> to a tensor)."""
+        if self.optional_grads:
+            return self._params([f"{self.grad_cpp_type} {g}__opt" for g in self.grads])
+        return self.check_params
+
+    @cached_property
+    def check_params(self) -> str:
+        """The parameters of the argument check, which sees every gradient as a tensor."""
+        return self._params([f"const at::Tensor& {g}" for g in self.grads])
 
     @cached_property
     def cpp_args(self) -> str:
@@ -102,7 +134,7 @@ class BackwardPlan:
     @cached_property
     def cpp_types(self) -> str:
         """The C++ function type, for Dispatcher::typed<>."""
-        parts = ["const at::Tensor&"] * (len(self.grads) + len(self.saved))
+        parts = [self.grad_cpp_type] * len(self.grads) + ["const at::Tensor&"] * len(self.saved)
         parts += [cpp.argument_type(a.type) for a in self.attributes]
         parts += ["c10::SymIntArrayRef"] * len(self.computed)
         return f"{self.return_type}({', '.join(parts)})"
@@ -126,7 +158,7 @@ def plan(op: OpSpec) -> BackwardPlan | None:
         formulas=tuple(f for _, f in formulas),
         saved=saved,
         attributes=attributes,
-        kernel_attrs=tuple(kernel_attrs(op, used)),
+        kernel_attrs=tuple(kernel_attrs(op, used)) + tuple(KernelAttr(given_flag(g), "bool") for g in grads if len(grads) > 1),
         grads=grads,
         results=results,
     )
@@ -135,10 +167,11 @@ def plan(op: OpSpec) -> BackwardPlan | None:
 @functools.lru_cache(maxsize=1024)
 def scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
-    return E.Scope({**s.names, **{n: E.TENSOR for n in (*op.grad_names, *op.result_names)}}, True, "gradient formula")
+    flags = {given_flag(g): E.BOOL for g in op.grad_names} if len(op.grad_names) > 1 else {}
+    return E.Scope({**s.names, **{n: E.TENSOR for n in (*op.grad_names, *op.result_names)}, **flags}, True, "gradient formula")
 
 
 def kernel_code(op: OpSpec, p: BackwardPlan) -> cpp_expr.KernelCode | None:
     if not p.fused:
         return None
-    return cpp_expr.kernel_code([p.formulas[i] for i in p.fused], scope(op), [*p.grads, *p.saved])
+    return cpp_expr.kernel_code(list(p.kernel_formulas), scope(op), [*p.grads, *p.saved])

@@ -37,7 +37,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFil
         kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.fused],
                                        inputs=[*bw.grads, *bw.saved], memory_bound=memory_bound[bw.name]))
         bw_kernel_call = "".join(
-            f", {a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else f", {a.name}" for a in bw.kernel_attrs)
+            f", {a.name}.toDouble()" if _is_scalar(op, a.name) else f", {a.name}" for a in bw.kernel_attrs)
     text = render(
         TEMPLATE,
         op=op,
@@ -57,12 +57,18 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFil
         schemas=registered_schemas(op),
         has_out="out" in op.variants,
         inplace=inplace(op),
+        inplace_autograd=bw is not None,  # the autograd section records in-place calls too
         bool_output=op.kernel.bool_output,
         bw=bw if bw is not None and bw.computed else None,  # the backward op, when there is one
         bw_kernel_call=bw_kernel_call,
         kernel_call=("".join(", " + a for a in kernel_call.split(", ")) if kernel_call else ""),
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
+
+
+def _is_scalar(op: OpSpec, name: str) -> bool:
+    a = op.schema.argument(name)  # None: a flag of the backward's own (a gradient's `__given`)
+    return a is not None and a.type.base == "Scalar"
 
 
 def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None) -> GeneratedFile:
@@ -162,7 +168,8 @@ def inplace(op: OpSpec) -> SimpleNamespace | None:
     rest = head[name_end + 1:]
     assert rest.startswith(f"Tensor {first.name}")
     params = cpp.parameters(op.schema.arguments).replace(f"const at::Tensor& {first.name}", f"at::Tensor& {first.name}", 1)
-    return SimpleNamespace(name=f"{op.name}_", self=first.name, params=params,
+    types = ", ".join(["at::Tensor&"] + [cpp.argument_type(a.type) for a in op.schema.arguments[1:]])
+    return SimpleNamespace(name=f"{op.name}_", self=first.name, params=params, types=types,
                            schema=f"{op.name}_(Tensor(a!) {rest[len('Tensor '):]}) -> ()")
 
 

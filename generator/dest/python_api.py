@@ -47,6 +47,7 @@ def emit_package(lib: Library, sections: dict[str, list[str]]) -> list[Generated
         GeneratedFile(f"{base}/__init__.pyi", render("python/__init__.pyi.j2", ns=lib.namespace, stubs=stubs, named=named)),
         GeneratedFile(f"{base}/py.typed", ""),
         GeneratedFile(f"{base}/_rules.py", render("python/_rules.py.j2", ns=lib.namespace, ops={o.name: len(o.schema.returns) for o in broadcasting},
+                                                  inplace=[f"{o.name}_" for o in broadcasting if "inplace" in o.variants],
                                                   backwards={p.name: len(p.computed) for p in map(backward.plan, broadcasting) if p and p.computed},
                                                   sharded=[o.name for o in broadcasting if not any(a.type.is_list for a in o.tensor_inputs)])),
         GeneratedFile(f"{base}/_library.py", render("python/_library.py.j2", ns=lib.namespace,

@@ -13,6 +13,7 @@ from ..render import render
 from . import backward
 from .files import GeneratedFile
 from .op_context import dtype_names
+from .python_api import batches_by_broadcasting
 
 
 def emit_conftest(lib: Library) -> GeneratedFile:
@@ -69,6 +70,7 @@ def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
         backward=_backward(op),
         backward_dtypes=tuple(d for d in ("float32", "float64") if d in supported),
         shape_violations=_shape_violations(op),
+        inplace_vmap="inplace" in op.variants and batches_by_broadcasting(op),  # has a batching rule
         failing_attributes=[(a, c) for a, c in testing.invalid_attribute_sets(op)],
     )
     return GeneratedFile(f"tests/test_{op.name}_properties.py", text, op.path)

@@ -110,17 +110,19 @@ void to_cartesian_loop(at::TensorIteratorBase& _iter) {
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr) {
+void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = grad_x__given;
+  const bool _c1 = grad_y__given;
   auto _f0 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
     using _t = decltype(grad_x);
-    return ((grad_x * opgen::cos(theta)) + (grad_y * opgen::sin(theta)));
+    return ((_c0 ? (grad_x * opgen::cos(theta)) : _t(0.0)) + (_c1 ? (grad_y * opgen::sin(theta)) : _t(0.0)));
   };
   auto _f1 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
     using _t = decltype(grad_x);
-    return ((grad_y * x) - (grad_x * y));
+    return ((_c1 ? (grad_y * x) : _t(0.0)) - (_c0 ? (grad_x * y) : _t(0.0)));
   };
 
   int64_t _i = _begin;
@@ -185,28 +187,30 @@ void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar
 }
 
 template <typename scalar_t>
-void to_cartesian_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr) {
+void to_cartesian_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
   if (_n < at::internal::GRAIN_SIZE) {
-    to_cartesian_backward_contiguous_chunk<scalar_t>(0, _n, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    to_cartesian_backward_contiguous_chunk<scalar_t>(0, _n, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr, grad_x__given, grad_y__given);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
   } else {
     at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
-      to_cartesian_backward_contiguous_chunk<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr);
+      to_cartesian_backward_contiguous_chunk<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr, grad_x__given, grad_y__given);
     });
   }
 }
 
 template <typename scalar_t>
-void to_cartesian_backward_loop(at::TensorIteratorBase& _iter) {
+void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = grad_x__given;
+  const bool _c1 = grad_y__given;
   auto _f0 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
     using _t = decltype(grad_x);
-    return ((grad_x * opgen::cos(theta)) + (grad_y * opgen::sin(theta)));
+    return ((_c0 ? (grad_x * opgen::cos(theta)) : _t(0.0)) + (_c1 ? (grad_y * opgen::sin(theta)) : _t(0.0)));
   };
   auto _f1 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
     using _t = decltype(grad_x);
-    return ((grad_y * x) - (grad_x * y));
+    return ((_c1 ? (grad_y * x) : _t(0.0)) - (_c0 ? (grad_x * y) : _t(0.0)));
   };
 
   // Several outputs, one pass over memory.
@@ -250,32 +254,32 @@ void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, voi
   }
 }
 
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter) {
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
-      return to_cartesian_backward_loop<float>(_iter);
+      return to_cartesian_backward_loop<float>(_iter, grad_x__given, grad_y__given);
     case at::ScalarType::Double:
-      return to_cartesian_backward_loop<double>(_iter);
+      return to_cartesian_backward_loop<double>(_iter, grad_x__given, grad_y__given);
     case at::ScalarType::Half:
-      return to_cartesian_backward_loop<at::Half>(_iter);
+      return to_cartesian_backward_loop<at::Half>(_iter, grad_x__given, grad_y__given);
     case at::ScalarType::BFloat16:
-      return to_cartesian_backward_loop<at::BFloat16>(_iter);
+      return to_cartesian_backward_loop<at::BFloat16>(_iter, grad_x__given, grad_y__given);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
   }
 }
 
 
-void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr) {
+void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given) {
   switch (_dtype) {
     case at::ScalarType::Float:
-      return to_cartesian_backward_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_grad_x_ptr), static_cast<const float*>(_grad_y_ptr), static_cast<const float*>(_theta_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_y_ptr));
+      return to_cartesian_backward_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_grad_x_ptr), static_cast<const float*>(_grad_y_ptr), static_cast<const float*>(_theta_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_y_ptr), grad_x__given, grad_y__given);
     case at::ScalarType::Double:
-      return to_cartesian_backward_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_grad_x_ptr), static_cast<const double*>(_grad_y_ptr), static_cast<const double*>(_theta_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_y_ptr));
+      return to_cartesian_backward_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_grad_x_ptr), static_cast<const double*>(_grad_y_ptr), static_cast<const double*>(_theta_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_y_ptr), grad_x__given, grad_y__given);
     case at::ScalarType::Half:
-      return to_cartesian_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<const at::Half*>(_grad_x_ptr), static_cast<const at::Half*>(_grad_y_ptr), static_cast<const at::Half*>(_theta_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_y_ptr));
+      return to_cartesian_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<const at::Half*>(_grad_x_ptr), static_cast<const at::Half*>(_grad_y_ptr), static_cast<const at::Half*>(_theta_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_y_ptr), grad_x__given, grad_y__given);
     case at::ScalarType::BFloat16:
-      return to_cartesian_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<const at::BFloat16*>(_grad_x_ptr), static_cast<const at::BFloat16*>(_grad_y_ptr), static_cast<const at::BFloat16*>(_theta_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_y_ptr));
+      return to_cartesian_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<const at::BFloat16*>(_grad_x_ptr), static_cast<const at::BFloat16*>(_grad_y_ptr), static_cast<const at::BFloat16*>(_theta_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_y_ptr), grad_x__given, grad_y__given);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward", "(): no CPU kernel for dtype ", _dtype);
   }

@@ -25,8 +25,10 @@ void to_cartesian_loop(at::TensorIteratorBase& _iter) {
 }
 
 template <typename scalar_t>
-void to_cartesian_backward_loop(at::TensorIteratorBase& _iter) {
+void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
+  const bool _c0 = grad_x__given;
+  const bool _c1 = grad_y__given;
   // Several outputs, one pass over memory.
   at::native::gpu_kernel_multiple_outputs(_iter, [=] GPU_LAMBDA(scalar_t _grad_x_in, scalar_t _grad_y_in, scalar_t _theta_in, scalar_t _x_in, scalar_t _y_in) -> thrust::tuple<scalar_t, scalar_t> {
     using _t = opmath_t;
@@ -36,8 +38,8 @@ void to_cartesian_backward_loop(at::TensorIteratorBase& _iter) {
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
     [[maybe_unused]] const opmath_t y = static_cast<opmath_t>(_y_in);
     return {
-        static_cast<scalar_t>(((grad_x * opgen::cos(theta)) + (grad_y * opgen::sin(theta)))),
-        static_cast<scalar_t>(((grad_y * x) - (grad_x * y)))
+        static_cast<scalar_t>(((_c0 ? (grad_x * opgen::cos(theta)) : _t(0.0)) + (_c1 ? (grad_y * opgen::sin(theta)) : _t(0.0)))),
+        static_cast<scalar_t>(((_c1 ? (grad_y * x) : _t(0.0)) - (_c0 ? (grad_x * y) : _t(0.0))))
     };
   });
 }
@@ -60,17 +62,17 @@ void to_cartesian_kernel(at::TensorIteratorBase& _iter) {
   }
 }
 
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter) {
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given) {
   const c10::cuda::CUDAGuard _guard(_iter.device());
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
-      return to_cartesian_backward_loop<float>(_iter);
+      return to_cartesian_backward_loop<float>(_iter, grad_x__given, grad_y__given);
     case at::ScalarType::Double:
-      return to_cartesian_backward_loop<double>(_iter);
+      return to_cartesian_backward_loop<double>(_iter, grad_x__given, grad_y__given);
     case at::ScalarType::Half:
-      return to_cartesian_backward_loop<at::Half>(_iter);
+      return to_cartesian_backward_loop<at::Half>(_iter, grad_x__given, grad_y__given);
     case at::ScalarType::BFloat16:
-      return to_cartesian_backward_loop<at::BFloat16>(_iter);
+      return to_cartesian_backward_loop<at::BFloat16>(_iter, grad_x__given, grad_y__given);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward", "(): no CUDA kernel for dtype ", _iter.common_dtype());
   }

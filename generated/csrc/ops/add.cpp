@@ -183,12 +183,6 @@ void add_inplace_meta(at::Tensor& a, const at::Tensor& b, double alpha) {
   add_inplace_check(a, b, alpha, false);
 }
 
-void add_inplace_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  opgen::reject_grad_for_out(op, stack, _op, "in-place", "call the out-of-place op");
-  opgen::reject_forward_grad_for_out(op, stack, _op, "in-place", "call the out-of-place op");
-  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
-}
-
 
 // add_backward: the gradient of 'b' in one fused pass over the
 // output's elements, then summed back to the input's shape. Called by the autograd node through
@@ -293,18 +287,16 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("add_backward", &opgen_ops::add_backward_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("add.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::add_out_autograd>());
-  m.impl("add_",
-         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::add_inplace_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
-  m.impl("add.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
-  m.impl("add_", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("add.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
+  m.impl("add_", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }
 
 // ---- Autograd -----------------------------------------------------------------------------------
@@ -428,9 +420,53 @@ at::Tensor add_autograd(c10::DispatchKeySet _ks, const at::Tensor& a, const at::
   return result;
 }
 
+
+// In place, `add_`, as ATen's in-place kernels: the same node, recorded on 'a' by
+// rebasing its history (through CopySlices when 'a' is a view).
+void add_inplace_autograd(c10::DispatchKeySet _ks, at::Tensor& a, const at::Tensor& b, double alpha) {
+  static const auto _inplace_op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opgen_ops::add_", "")
+      .typed<void(at::Tensor&, const at::Tensor&, double)>();
+  opgen::check_defined(a, "opgen_ops.add_", "a");
+  opgen::check_defined(b, "opgen_ops.add_", "b");
+  const bool _requires_grad = torch::autograd::compute_requires_grad(a, b);
+  opgen::check_inplace(a, _requires_grad, "opgen_ops.add_", "a");
+  c10::intrusive_ptr<AddBackward> _grad_fn;
+  if (_requires_grad) {
+    _grad_fn = c10::make_intrusive<AddBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(a, b));
+    _grad_fn->alpha__attr = alpha;
+    _grad_fn->a__shape = a.sym_sizes().vec();
+    _grad_fn->a__dtype = a.scalar_type();
+    _grad_fn->b__shape = b.sym_sizes().vec();
+    _grad_fn->b__dtype = b.scalar_type();
+  }
+  const bool _forward_grad = opgen::has_forward_grad({ a, b });
+  {
+    // below Autograd only: the ADInplaceOrView kernel bumps the version of 'a'
+    at::AutoDispatchBelowAutograd _guard;
+    _inplace_op.redispatch(_ks & c10::after_autograd_keyset, a, b, alpha);
+  }
+  if (_forward_grad) {
+    // as ATen's in-place kernels: the new tangent is copied into the one 'a' has, if any
+    const at::Tensor _self_t = a._fw_grad(/*level=*/0);
+    const at::Tensor _tangent = _tangent_of(a._fw_primal(/*level=*/0), b._fw_primal(/*level=*/0), alpha, a._fw_primal(/*level=*/0), a._fw_grad(/*level=*/0), b._fw_grad(/*level=*/0));
+    if (_self_t.defined()) {
+      _self_t.copy_(_tangent);
+    } else {
+      a._set_fw_grad(_tangent, /*level=*/0, /*is_inplace_op=*/true);
+    }
+  }
+  if (_grad_fn) {
+    _grad_fn->add_input_metadata(a);
+    torch::autograd::impl::rebase_history(a, {_grad_fn, 0});
+  }
+}
+
 }  // namespace
 }  // namespace opgen_ops
 
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("add", &opgen_ops::add_autograd);
+  m.impl("add_", &opgen_ops::add_inplace_autograd);
 }

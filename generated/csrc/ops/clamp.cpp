@@ -256,15 +256,15 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("clamp_backward", &opgen_ops::clamp_backward_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("clamp.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::clamp_out_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
-  m.impl("clamp.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("clamp.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }
 
 // ---- Autograd -----------------------------------------------------------------------------------
@@ -374,6 +374,7 @@ at::Tensor clamp_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, double m
   }
   return result;
 }
+
 
 }  // namespace
 }  // namespace opgen_ops

@@ -182,13 +182,13 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("isclose.out", &opgen_ops::isclose_out_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("isclose.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::isclose_out_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
-  m.impl("isclose.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("isclose.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }

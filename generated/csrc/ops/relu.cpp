@@ -175,12 +175,6 @@ void relu_inplace_meta(at::Tensor& x) {
   relu_inplace_check(x, false);
 }
 
-void relu_inplace_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
-  opgen::reject_grad_for_out(op, stack, _op, "in-place", "call the out-of-place op");
-  opgen::reject_forward_grad_for_out(op, stack, _op, "in-place", "call the out-of-place op");
-  op.redispatchBoxed(ks & c10::after_autograd_keyset, stack);
-}
-
 
 // relu_backward: the gradient of 'x' in one fused pass over the
 // output's elements, then summed back to the input's shape. Called by the autograd node through
@@ -288,18 +282,16 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("relu_backward", &opgen_ops::relu_backward_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("relu.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::relu_out_autograd>());
-  m.impl("relu_",
-         torch::CppFunction::makeFromBoxedFunction<&opgen_ops::relu_inplace_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
-  m.impl("relu.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
-  m.impl("relu_", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("relu.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
+  m.impl("relu_", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }
 
 // ---- Autograd -----------------------------------------------------------------------------------
@@ -404,9 +396,53 @@ at::Tensor relu_autograd(c10::DispatchKeySet _ks, const at::Tensor& x) {
   return result;
 }
 
+
+// In place, `relu_`, as ATen's in-place kernels: the same node, recorded on 'x' by
+// rebasing its history (through CopySlices when 'x' is a view); the formulas read
+// 'x' as it was before the call, so a copy of it is saved.
+void relu_inplace_autograd(c10::DispatchKeySet _ks, at::Tensor& x) {
+  static const auto _inplace_op = c10::Dispatcher::singleton()
+      .findSchemaOrThrow("opgen_ops::relu_", "")
+      .typed<void(at::Tensor&)>();
+  opgen::check_defined(x, "opgen_ops.relu_", "x");
+  const bool _requires_grad = torch::autograd::compute_requires_grad(x);
+  opgen::check_inplace(x, _requires_grad, "opgen_ops.relu_", "x");
+  c10::intrusive_ptr<ReluBackward> _grad_fn;
+  if (_requires_grad) {
+    _grad_fn = c10::make_intrusive<ReluBackward>();
+    _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
+    _grad_fn->x__saved = torch::autograd::SavedVariable(x.clone(), /*is_output=*/false);
+    _grad_fn->x__shape = x.sym_sizes().vec();
+    _grad_fn->x__dtype = x.scalar_type();
+  }
+  const bool _forward_grad = opgen::has_forward_grad({ x });
+  // the primal of 'x' before the call, which the tangent formulas read
+  const at::Tensor _original = _forward_grad ? x._fw_primal(/*level=*/0).clone() : at::Tensor();
+  {
+    // below Autograd only: the ADInplaceOrView kernel bumps the version of 'x'
+    at::AutoDispatchBelowAutograd _guard;
+    _inplace_op.redispatch(_ks & c10::after_autograd_keyset, x);
+  }
+  if (_forward_grad) {
+    // as ATen's in-place kernels: the new tangent is copied into the one 'x' has, if any
+    const at::Tensor _self_t = x._fw_grad(/*level=*/0);
+    const at::Tensor _tangent = _tangent_of(_original, x._fw_primal(/*level=*/0), x._fw_grad(/*level=*/0));
+    if (_self_t.defined()) {
+      _self_t.copy_(_tangent);
+    } else {
+      x._set_fw_grad(_tangent, /*level=*/0, /*is_inplace_op=*/true);
+    }
+  }
+  if (_grad_fn) {
+    _grad_fn->add_input_metadata(x);
+    torch::autograd::impl::rebase_history(x, {_grad_fn, 0});
+  }
+}
+
 }  // namespace
 }  // namespace opgen_ops
 
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("relu", &opgen_ops::relu_autograd);
+  m.impl("relu_", &opgen_ops::relu_inplace_autograd);
 }

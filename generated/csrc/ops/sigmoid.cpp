@@ -255,15 +255,15 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("sigmoid_backward", &opgen_ops::sigmoid_backward_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("sigmoid.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::sigmoid_out_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
-  m.impl("sigmoid.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("sigmoid.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }
 
 // ---- Autograd -----------------------------------------------------------------------------------
@@ -370,6 +370,7 @@ at::Tensor sigmoid_autograd(c10::DispatchKeySet _ks, const at::Tensor& x) {
   }
   return result;
 }
+
 
 }  // namespace
 }  // namespace opgen_ops

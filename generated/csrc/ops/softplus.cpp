@@ -257,15 +257,15 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("softplus_backward", &opgen_ops::softplus_backward_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("softplus.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::softplus_out_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
-  m.impl("softplus.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("softplus.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }
 
 // ---- Autograd -----------------------------------------------------------------------------------
@@ -375,6 +375,7 @@ at::Tensor softplus_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, doubl
   }
   return result;
 }
+
 
 }  // namespace
 }  // namespace opgen_ops

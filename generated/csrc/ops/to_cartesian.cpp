@@ -9,23 +9,23 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
 namespace AVX512 {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -33,7 +33,7 @@ void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
 #if defined(OPGEN_WITH_CUDA)
 namespace opgen_ops::cuda {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given);
 }  // namespace opgen_ops::cuda
 #endif
 
@@ -154,7 +154,15 @@ at::ScalarType to_cartesian_backward_check(const at::Tensor& grad_x, const at::T
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor& grad_x, const at::Tensor& grad_y, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
+std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::optional<at::Tensor>& grad_x__opt, const std::optional<at::Tensor>& grad_y__opt, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
+  // An output that was not used gets no gradient (None) and contributes nothing: the kernel leaves
+  // out its terms (0 * a derivative that is not finite would be NaN). A given gradient stands in
+  // for its operand, read but never used.
+  const at::Tensor& _given = opgen::first_given({ grad_x__opt, grad_y__opt }, _bw_op, "grad_x, grad_y");
+  [[maybe_unused]] const bool grad_x__given = opgen::is_given(grad_x__opt);
+  [[maybe_unused]] const at::Tensor& grad_x = grad_x__given ? *grad_x__opt : _given;
+  [[maybe_unused]] const bool grad_y__given = opgen::is_given(grad_y__opt);
+  [[maybe_unused]] const at::Tensor& grad_y = grad_y__given ? *grad_y__opt : _given;
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
   at::Tensor _g0 = opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape),
                                                  grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y });
@@ -174,7 +182,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
       , decltype(&cpu::DEFAULT::to_cartesian_backward_contiguous){}
 #endif
       );
-    _contiguous.for_data(_dtype, grad_x.numel())(_dtype, grad_x.numel(), _g0.data_ptr(), _g1.data_ptr(), grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr());
+    _contiguous.for_data(_dtype, grad_x.numel())(_dtype, grad_x.numel(), _g0.data_ptr(), _g1.data_ptr(), grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr(), grad_x__given, grad_y__given);
   } else if (grad_x.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -188,7 +196,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
                      .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad_x.is_cuda()) {
-      cuda::to_cartesian_backward_kernel(_iter);
+      cuda::to_cartesian_backward_kernel(_iter, grad_x__given, grad_y__given);
     } else
 #endif
     {
@@ -204,13 +212,21 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const at::Tensor&
       , decltype(&cpu::DEFAULT::to_cartesian_backward_kernel){}
 #endif
       );
-      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, grad_x__given, grad_y__given);
     }
   }
   return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), at::sum_to(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));
 }
 
-std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_meta(const at::Tensor& grad_x, const at::Tensor& grad_y, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
+std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_meta(const std::optional<at::Tensor>& grad_x__opt, const std::optional<at::Tensor>& grad_y__opt, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
+  // An output that was not used gets no gradient (None) and contributes nothing: the kernel leaves
+  // out its terms (0 * a derivative that is not finite would be NaN). A given gradient stands in
+  // for its operand, read but never used.
+  const at::Tensor& _given = opgen::first_given({ grad_x__opt, grad_y__opt }, _bw_op, "grad_x, grad_y");
+  [[maybe_unused]] const bool grad_x__given = opgen::is_given(grad_x__opt);
+  [[maybe_unused]] const at::Tensor& grad_x = grad_x__given ? *grad_x__opt : _given;
+  [[maybe_unused]] const bool grad_y__given = opgen::is_given(grad_y__opt);
+  [[maybe_unused]] const at::Tensor& grad_y = grad_y__given ? *grad_y__opt : _given;
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
   return std::make_tuple(opgen::gradient_meta(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }), opgen::gradient_meta(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), theta__shape), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }));
 }
@@ -219,7 +235,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_meta(const at::Tensor& 
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("to_cartesian(Tensor r, Tensor theta) -> (Tensor x, Tensor y)", {at::Tag::pt2_compliant_tag});
-  m.def("to_cartesian_backward(Tensor grad_x, Tensor grad_y, Tensor theta, Tensor x, Tensor y, SymInt[] r__shape, SymInt[] theta__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
+  m.def("to_cartesian_backward(Tensor\? grad_x, Tensor\? grad_y, Tensor theta, Tensor x, Tensor y, SymInt[] r__shape, SymInt[] theta__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
@@ -282,9 +298,6 @@ struct ToCartesianBackward : public torch::autograd::TraceableFunction {
   at::ScalarType r__dtype;
   std::vector<c10::SymInt> theta__shape;
   at::ScalarType theta__dtype;
-  // The outputs' shape and options: an output that gets no gradient contributes zeros.
-  std::vector<c10::SymInt> _out_shape;
-  at::TensorOptions _out_options;
 };
 
 torch::autograd::variable_list ToCartesianBackward::apply(torch::autograd::variable_list&& _grads) {
@@ -295,24 +308,55 @@ torch::autograd::variable_list ToCartesianBackward::apply(torch::autograd::varia
   const at::Tensor theta = theta__saved.unpack();
   const at::Tensor x = x__saved.unpack(this->getptr());
   const at::Tensor y = y__saved.unpack(this->getptr());
-  const at::Tensor grad_x = _grads[0].defined() ? _grads[0] : at::zeros_symint(_out_shape, _out_options);
-  const at::Tensor grad_y = _grads[1].defined() ? _grads[1] : at::zeros_symint(_out_shape, _out_options);
+  // An output that was not used gets no gradient and contributes nothing (not 0 times a derivative,
+  // NaN where that is not finite): its terms are left out. A given gradient stands in for it.
+  const at::Tensor& _given = opgen::first_defined(_grads);
+  [[maybe_unused]] const bool grad_x__given = _grads[0].defined();
+  [[maybe_unused]] const at::Tensor& grad_x = grad_x__given ? _grads[0] : _given;
+  [[maybe_unused]] const bool grad_y__given = _grads[1].defined();
+  [[maybe_unused]] const at::Tensor& grad_y = grad_y__given ? _grads[1] : _given;
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad_x.options()); };
     if (this->task_should_compute_output(0)) {
-      _grad_inputs[0] = at::sum_to(at::add(at::mul(grad_x, at::cos(theta)), at::mul(grad_y, at::sin(theta))), r__shape).to(r__dtype);
+      at::Tensor _g;
+      if (grad_x__given && grad_y__given) {
+        _g = at::add(at::mul(grad_x, at::cos(theta)), at::mul(grad_y, at::sin(theta)));
+      } else {  // the pieces of the given gradients
+        if (grad_x__given) {
+          const at::Tensor _piece = at::mul(grad_x, at::cos(theta));
+          _g = _g.defined() ? at::add(_g, _piece) : _piece;
+        }
+        if (grad_y__given) {
+          const at::Tensor _piece = at::mul(grad_y, at::sin(theta));
+          _g = _g.defined() ? at::add(_g, _piece) : _piece;
+        }
+      }
+      _grad_inputs[0] = _g.defined() ? at::sum_to(_g, r__shape).to(r__dtype) : opgen::zero_gradient(_given, r__shape, r__dtype);
     }
     if (this->task_should_compute_output(1)) {
-      _grad_inputs[1] = at::sum_to(at::sub(at::mul(grad_y, x), at::mul(grad_x, y)), theta__shape).to(theta__dtype);
+      at::Tensor _g;
+      if (grad_x__given && grad_y__given) {
+        _g = at::sub(at::mul(grad_y, x), at::mul(grad_x, y));
+      } else {  // the pieces of the given gradients
+        if (grad_y__given) {
+          const at::Tensor _piece = at::mul(grad_y, x);
+          _g = _g.defined() ? at::add(_g, _piece) : _piece;
+        }
+        if (grad_x__given) {
+          const at::Tensor _piece = at::mul(grad_x, y);
+          _g = _g.defined() ? at::sub(_g, _piece) : at::neg(_piece);
+        }
+      }
+      _grad_inputs[1] = _g.defined() ? at::sum_to(_g, theta__shape).to(theta__dtype) : opgen::zero_gradient(_given, theta__shape, theta__dtype);
     }
     return _grad_inputs;
   }
   if (this->task_should_compute_output(0) || this->task_should_compute_output(1)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::to_cartesian_backward", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-    auto _computed = _backward.call(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
+        .typed<std::tuple<at::Tensor, at::Tensor>(const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
+    auto _computed = _backward.call(opgen::given(_grads[0]), opgen::given(_grads[1]), theta, x, y, r__shape, theta__shape);
     if (this->task_should_compute_output(0)) {
       const at::Tensor& _g = std::get<0>(_computed);
       _grad_inputs[0] = _g.scalar_type() == r__dtype ? _g : _g.to(r__dtype);
@@ -393,8 +437,6 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(c10::DispatchKeySet _ks
   if (_grad_fn) {
     torch::autograd::set_history(x, _grad_fn);  // output 0 of the node
     torch::autograd::set_history(y, _grad_fn);  // output 1 of the node
-    _grad_fn->_out_shape = x.sym_sizes().vec();
-    _grad_fn->_out_options = x.options();
   }
   if (opgen::has_forward_grad({ r, theta })) {
     // Formulas read the primals, as in ATen, so the tangent has no tangent of its own.
@@ -411,6 +453,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_autograd(c10::DispatchKeySet _ks
   }
   return result;
 }
+
 
 }  // namespace
 }  // namespace opgen_ops

@@ -259,15 +259,15 @@ TORCH_LIBRARY_IMPL(opgen_ops, Meta, m) {
   m.impl("weighted_sum_backward", &opgen_ops::weighted_sum_backward_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(opgen_ops, Autograd, m) {
   m.impl("weighted_sum.out",
          torch::CppFunction::makeFromBoxedFunction<&opgen_ops::weighted_sum_out_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
-  m.impl("weighted_sum.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("weighted_sum.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }
 
 // ---- Autograd -----------------------------------------------------------------------------------
@@ -390,6 +390,7 @@ at::Tensor weighted_sum_autograd(c10::DispatchKeySet _ks, const at::Tensor& a, c
   }
   return result;
 }
+
 
 }  // namespace
 }  // namespace opgen_ops

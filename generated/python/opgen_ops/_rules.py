@@ -3,7 +3,8 @@
 """vmap batching rules and DTensor sharding rules for the ``opgen_ops`` ops that broadcast.
 
 vmap: the batch dimension moves to the front and batched inputs are padded to one logical rank,
-so one call of the op computes the whole batch (the rule ATen uses for its own pointwise ops).
+so one call of the op computes the whole batch (the rule ATen uses for its own pointwise ops); an
+in-place variant writes through a view of its batched first argument.
 DTensor: the output may be replicated or sharded on any dimension; an input is sharded on the
 matching dimension, or replicated where it broadcasts there, so a sharded tensor stays sharded.
 They are registered when torch.distributed.tensor is imported (it is slow to import, so loading
@@ -23,6 +24,8 @@ import torch
 NAMESPACE = 'opgen_ops'
 # op -> number of outputs
 OPS = {'add': 1, 'add_n': 1, 'clamp': 1, 'gelu': 1, 'isclose': 1, 'relu': 1, 'sigmoid': 1, 'softplus': 1, 'to_cartesian': 2, 'weighted_sum': 1}
+# the in-place variants of those ops
+INPLACE = ['add_', 'relu_']
 # <op>_backward: number of gradients it returns (its last arguments are their input shapes)
 BACKWARDS = {'add_backward': 1, 'clamp_backward': 1, 'gelu_backward': 1, 'relu_backward': 1, 'sigmoid_backward': 1, 'softplus_backward': 1, 'to_cartesian_backward': 2, 'weighted_sum_backward': 1}
 # the ops that get a sharding rule: those without a Tensor[] argument, which DTensor's rules cannot place
@@ -36,24 +39,44 @@ def _to_front(t: torch.Tensor, bdim: int | None, rank: int) -> torch.Tensor:
     return t.reshape(t.shape[:1] + (1,) * (rank - t.dim() + 1) + t.shape[1:])
 
 
+def _batched_args(info, in_dims, args) -> list:
+    """The arguments with their batch dimension in front and padded to one logical rank."""
+    # A Tensor[] argument has one dim per element; its elements share one shape (same(xs)),
+    # so the unbatched ones are expanded over the batch rather than left to broadcast.
+    lists = {i for i, a in enumerate(args) if isinstance(a, (list, tuple))}
+    dims = [d if i not in lists or isinstance(d, (list, tuple)) else [d] * len(args[i]) for i, d in enumerate(in_dims)]
+    tensors = [(a, d) for i, (a, d) in enumerate(zip(args, dims)) if isinstance(a, torch.Tensor)]
+    tensors += [(t, e) for i in lists for t, e in zip(args[i], dims[i])]
+    rank = max(a.dim() - (d is not None) for a, d in tensors)
+    args = list(args)
+    for i, a in enumerate(args):
+        if isinstance(a, torch.Tensor):
+            args[i] = _to_front(a, dims[i], rank)
+        elif i in lists:
+            args[i] = [_to_front(t, e, rank) if e is not None else t.expand((info.batch_size, *t.shape)) for t, e in zip(a, dims[i])]
+    return args
+
+
 def _batch_rule(op, n_outputs):
     out_dims = 0 if n_outputs == 1 else (0,) * n_outputs
 
     def rule(info, in_dims, *args, **kwargs):
-        # A Tensor[] argument has one dim per element; its elements share one shape (same(xs)),
-        # so the unbatched ones are expanded over the batch rather than left to broadcast.
-        lists = {i for i, a in enumerate(args) if isinstance(a, (list, tuple))}
-        dims = [d if i not in lists or isinstance(d, (list, tuple)) else [d] * len(args[i]) for i, d in enumerate(in_dims)]
-        tensors = [(a, d) for i, (a, d) in enumerate(zip(args, dims)) if isinstance(a, torch.Tensor)]
-        tensors += [(t, e) for i in lists for t, e in zip(args[i], dims[i])]
-        rank = max(a.dim() - (d is not None) for a, d in tensors)
-        args = list(args)
-        for i, a in enumerate(args):
-            if isinstance(a, torch.Tensor):
-                args[i] = _to_front(a, dims[i], rank)
-            elif i in lists:
-                args[i] = [_to_front(t, e, rank) if e is not None else t.expand((info.batch_size, *t.shape)) for t, e in zip(a, dims[i])]
-        return op(*args, **kwargs), out_dims
+        return op(*_batched_args(info, in_dims, args), **kwargs), out_dims
+
+    return rule
+
+
+def _inplace_batch_rule(op, name):
+    """`<op>_` writes through a view of its first argument with the batch dimension in front (a
+    reshape that only adds size-1 dimensions is a view)."""
+
+    def rule(info, in_dims, *args, **kwargs):
+        if in_dims[0] is None and any(d is not None for d in in_dims[1:]):
+            raise RuntimeError(f"vmap: {NAMESPACE}.{name}(): the first argument is not batched but another is, so the "
+                               "batched result can't be written into it (as with torch's in-place ops); call the "
+                               "out-of-place op, or batch the first argument")
+        op(*_batched_args(info, in_dims, args), **kwargs)
+        return None, None
 
     return rule
 
@@ -99,7 +122,7 @@ def _backward_shardings(n_grads):
         from torch.distributed.tensor import Partial, Replicate, Shard
 
         specs = _tensor_specs(args)
-        shape = tuple(args[0].shape)
+        shape = tuple(next(s for s in specs if s is not None).shape)  # a gradient's (None: an unused output's)
         input_shapes = [tuple(s) for s in args[-n_grads:]]
         out = [([Replicate()] * n_grads, [Replicate() if s is not None else None for s in specs])]
         for d in range(len(shape)):
@@ -153,6 +176,8 @@ def register() -> None:
     ops._opgen_rules_registered = True
     for name, n_outputs in OPS.items():
         torch.library.register_vmap(f"{NAMESPACE}::{name}", _batch_rule(getattr(ops, name).default, n_outputs))
+    for name in INPLACE:
+        torch.library.register_vmap(f"{NAMESPACE}::{name}", _inplace_batch_rule(getattr(ops, name).default, name))
     if not torch.distributed.is_available() or not SHARDED:
         return
     if "torch.distributed.tensor" in sys.modules:

@@ -13,5 +13,31 @@
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/csrc/autograd/saved_variable.h>
+#include <torch/csrc/autograd/variable.h>
+
+namespace opgen {
+
+// Whether `self` may be written in place by an op whose result requires grad: not a leaf that
+// requires grad, nor a view of one (ATen's check_inplace, which lives in a header that pulls in
+// all of VariableType; the messages name the op and argument).
+inline void check_inplace(const at::Tensor& self, bool requires_grad, const char* op, const char* arg) {
+  if (!requires_grad || !at::GradMode::is_enabled()) {
+    return;
+  }
+  auto* view = torch::autograd::impl::get_view_autograd_meta(self);
+  if (view != nullptr && view->has_bw_view()) {
+    if (view->get_creation_meta() != torch::autograd::CreationMeta::DEFAULT) {
+      torch::autograd::handle_view_on_rebase(view);  // raises, saying which view it is
+      return;
+    }
+    TORCH_CHECK(!(self.requires_grad() && self._base().is_leaf()), op, "(): '", arg,
+                "' is a view of a leaf tensor that requires grad, which can't be written in place; "
+                "call the out-of-place op");
+  }
+  TORCH_CHECK(!(self.requires_grad() && self.is_leaf()), op, "(): '", arg,
+              "' is a leaf tensor that requires grad, which can't be written in place; call the out-of-place op");
+}
+
+}  // namespace opgen
 
 #endif  // OPGEN_AUTOGRAD_H_

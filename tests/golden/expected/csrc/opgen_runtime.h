@@ -17,6 +17,7 @@
 #include <ATen/native/TypeProperties.h>
 #include <c10/core/SymBool.h>
 #include <torch/csrc/autograd/autograd_not_implemented_fallback.h>
+#include <torch/csrc/autograd/variable.h>
 #include <torch/library.h>
 
 #if defined(__linux__)
@@ -131,6 +132,56 @@ inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions&
 
 inline void check_defined(const at::Tensor& t, const char* op, const char* arg) {
   TORCH_CHECK_VALUE(t.defined(), op, "(): argument '", arg, "' is an undefined tensor");
+}
+
+// The incoming gradients of an op with several outputs: None (or undefined) for an output that
+// was not used. At least one is given, or there is nothing to compute.
+inline bool is_given(const std::optional<at::Tensor>& grad) {
+  return grad.has_value() && grad->defined();
+}
+inline const at::Tensor& first_given(std::initializer_list<std::reference_wrapper<const std::optional<at::Tensor>>> grads,
+                                     const char* op, const char* names) {
+  for (const std::optional<at::Tensor>& g : grads) {
+    if (is_given(g)) {
+      return *g;
+    }
+  }
+  TORCH_CHECK_VALUE(false, op, "(): none of the gradients ", names, " is given; pass at least one");
+}
+inline std::optional<at::Tensor> given(const at::Tensor& grad) {
+  return grad.defined() ? std::optional<at::Tensor>(grad) : std::nullopt;
+}
+// The autograd node's view of the same: the first defined of its incoming gradients.
+inline const at::Tensor& first_defined(const std::vector<at::Tensor>& grads) {
+  for (const at::Tensor& g : grads) {
+    if (g.defined()) {
+      return g;
+    }
+  }
+  return grads.front();
+}
+
+// The ADInplaceOrView kernel of the out= and in-place variants: bumps the version counter of every
+// argument the schema writes (`Tensor(a!)`), as ATen's ADInplaceOrView kernels do, so autograd
+// notices a tensor it saved being overwritten. (torch's fallback kernel bumps mutable *returns*
+// only, and these variants return nothing, so torch.compile functionalizes them as mutations.)
+inline void bump_written_versions(const c10::OperatorHandle& op, c10::DispatchKeySet ks, torch::jit::Stack* stack) {
+  const auto& schema = op.schema();
+  const size_t n = schema.arguments().size();
+  const size_t first = stack->size() - n;
+  c10::SmallVector<at::Tensor, 1> written;
+  for (size_t i = 0; i < n; ++i) {
+    if (schema.is_mutable({c10::SchemaArgType::input, i})) {
+      written.push_back((*stack)[first + i].toTensor());
+    }
+  }
+  {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    op.redispatchBoxed(ks & c10::after_ADInplaceOrView_keyset, stack);
+  }
+  for (const at::Tensor& t : written) {
+    torch::autograd::impl::bump_version(t);
+  }
 }
 
 // Forward-mode AD keeps tangents at level 0 (torch.func.jvp nests its own levels around that).

@@ -115,6 +115,7 @@ void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = (static_cast<double>(power) == 0.0);
   const opmath_t _u0 = static_cast<opmath_t>(static_cast<double>(power));
   [[maybe_unused]] const _fvec _u0v(_u0);
   const opmath_t _u1 = static_cast<opmath_t>(offset);
@@ -127,7 +128,7 @@ void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t
   };
   auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
     using _t = decltype(grad);
-    return (grad * ((x + _u1) * (_u0 * opgen::pow(scale, _u2))));
+    return (grad * ((x + _u1) * (_c0 ? _t(0.0) : (_u0 * opgen::pow(scale, _u2)))));
   };
 
   int64_t _i = _begin;
@@ -197,6 +198,7 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int6
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = (static_cast<double>(power) == 0.0);
   const opmath_t _u0 = static_cast<opmath_t>(static_cast<double>(power));
   [[maybe_unused]] const _fvec _u0v(_u0);
   const opmath_t _u1 = static_cast<opmath_t>(offset);
@@ -209,7 +211,7 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int6
   };
   auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
     using _t = decltype(grad);
-    return (grad * ((x + _u1) * (_u0 * opgen::pow(scale, _u2))));
+    return (grad * ((x + _u1) * (_c0 ? _t(0.0) : (_u0 * opgen::pow(scale, _u2)))));
   };
 
   // Several outputs, one pass over memory.

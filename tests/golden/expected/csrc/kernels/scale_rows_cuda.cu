@@ -25,6 +25,7 @@ void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power
 template <typename scalar_t>
 void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int64_t power) {
   using opmath_t = at::opmath_type<scalar_t>;
+  const bool _c0 = (static_cast<double>(power) == 0.0);
   const opmath_t _u0 = static_cast<opmath_t>(static_cast<double>(power));
   const opmath_t _u1 = static_cast<opmath_t>(offset);
   const opmath_t _u2 = static_cast<opmath_t>((static_cast<double>(power) - 1.0));
@@ -36,7 +37,7 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, double offset, int6
     [[maybe_unused]] const opmath_t scale = static_cast<opmath_t>(_scale_in);
     return {
         static_cast<scalar_t>((grad * opgen::pow(scale, _u0))),
-        static_cast<scalar_t>((grad * ((x + _u1) * (_u0 * opgen::pow(scale, _u2)))))
+        static_cast<scalar_t>((grad * ((x + _u1) * (_c0 ? _t(0.0) : (_u0 * opgen::pow(scale, _u2))))))
     };
   });
 }

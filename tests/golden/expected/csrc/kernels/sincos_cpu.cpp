@@ -109,15 +109,17 @@ void sincos_loop(at::TensorIteratorBase& _iter, double scale) {
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void sincos_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _grad_sin_ptr, const scalar_t* _grad_cos_ptr, const scalar_t* _x_ptr, double scale) {
+void sincos_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _grad_sin_ptr, const scalar_t* _grad_cos_ptr, const scalar_t* _x_ptr, double scale, bool grad_sin__given, bool grad_cos__given) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = grad_sin__given;
+  const bool _c1 = grad_cos__given;
   const opmath_t _u0 = static_cast<opmath_t>(scale);
   [[maybe_unused]] const _fvec _u0v(_u0);
   auto _f0 = [=]([[maybe_unused]] auto grad_sin, [[maybe_unused]] auto grad_cos, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
     using _t = decltype(grad_sin);
-    return ((grad_sin * (opgen::cos((_u0 * x)) * _u0)) + (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0))));
+    return ((_c0 ? (grad_sin * (opgen::cos((_u0 * x)) * _u0)) : _t(0.0)) + (_c1 ? (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0))) : _t(0.0)));
   };
 
   int64_t _i = _begin;
@@ -164,26 +166,28 @@ void sincos_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _o
 }
 
 template <typename scalar_t>
-void sincos_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_sin_ptr, const scalar_t* _grad_cos_ptr, const scalar_t* _x_ptr, double scale) {
+void sincos_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_sin_ptr, const scalar_t* _grad_cos_ptr, const scalar_t* _x_ptr, double scale, bool grad_sin__given, bool grad_cos__given) {
   if (_n < at::internal::GRAIN_SIZE) {
-    sincos_backward_contiguous_chunk<scalar_t>(0, _n, _out, _grad_sin_ptr, _grad_cos_ptr, _x_ptr, scale);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    sincos_backward_contiguous_chunk<scalar_t>(0, _n, _out, _grad_sin_ptr, _grad_cos_ptr, _x_ptr, scale, grad_sin__given, grad_cos__given);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
   } else {
     at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
-      sincos_backward_contiguous_chunk<scalar_t>(_begin, _end, _out, _grad_sin_ptr, _grad_cos_ptr, _x_ptr, scale);
+      sincos_backward_contiguous_chunk<scalar_t>(_begin, _end, _out, _grad_sin_ptr, _grad_cos_ptr, _x_ptr, scale, grad_sin__given, grad_cos__given);
     });
   }
 }
 
 template <typename scalar_t>
-void sincos_backward_loop(at::TensorIteratorBase& _iter, double scale) {
+void sincos_backward_loop(at::TensorIteratorBase& _iter, double scale, bool grad_sin__given, bool grad_cos__given) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
+  const bool _c0 = grad_sin__given;
+  const bool _c1 = grad_cos__given;
   const opmath_t _u0 = static_cast<opmath_t>(scale);
   [[maybe_unused]] const _fvec _u0v(_u0);
   auto _f0 = [=]([[maybe_unused]] auto grad_sin, [[maybe_unused]] auto grad_cos, [[maybe_unused]] auto x, [[maybe_unused]] auto _u0) {
     using _t = decltype(grad_sin);
-    return ((grad_sin * (opgen::cos((_u0 * x)) * _u0)) + (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0))));
+    return ((_c0 ? (grad_sin * (opgen::cos((_u0 * x)) * _u0)) : _t(0.0)) + (_c1 ? (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0))) : _t(0.0)));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
@@ -229,24 +233,24 @@ void sincos_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _ou
   }
 }
 
-void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale) {
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale, bool grad_sin__given, bool grad_cos__given) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
-      return sincos_backward_loop<float>(_iter, scale);
+      return sincos_backward_loop<float>(_iter, scale, grad_sin__given, grad_cos__given);
     case at::ScalarType::Double:
-      return sincos_backward_loop<double>(_iter, scale);
+      return sincos_backward_loop<double>(_iter, scale, grad_sin__given, grad_cos__given);
     default:
       TORCH_CHECK_TYPE(false, "golden.sincos_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
   }
 }
 
 
-void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale) {
+void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale, bool grad_sin__given, bool grad_cos__given) {
   switch (_dtype) {
     case at::ScalarType::Float:
-      return sincos_backward_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_grad_sin_ptr), static_cast<const float*>(_grad_cos_ptr), static_cast<const float*>(_x_ptr), scale);
+      return sincos_backward_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_grad_sin_ptr), static_cast<const float*>(_grad_cos_ptr), static_cast<const float*>(_x_ptr), scale, grad_sin__given, grad_cos__given);
     case at::ScalarType::Double:
-      return sincos_backward_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_grad_sin_ptr), static_cast<const double*>(_grad_cos_ptr), static_cast<const double*>(_x_ptr), scale);
+      return sincos_backward_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_grad_sin_ptr), static_cast<const double*>(_grad_cos_ptr), static_cast<const double*>(_x_ptr), scale, grad_sin__given, grad_cos__given);
     default:
       TORCH_CHECK_TYPE(false, "golden.sincos_backward", "(): no CPU kernel for dtype ", _dtype);
   }

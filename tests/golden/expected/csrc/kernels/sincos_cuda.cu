@@ -25,15 +25,17 @@ void sincos_loop(at::TensorIteratorBase& _iter, double scale) {
 }
 
 template <typename scalar_t>
-void sincos_backward_loop(at::TensorIteratorBase& _iter, double scale) {
+void sincos_backward_loop(at::TensorIteratorBase& _iter, double scale, bool grad_sin__given, bool grad_cos__given) {
   using opmath_t = at::opmath_type<scalar_t>;
+  const bool _c0 = grad_sin__given;
+  const bool _c1 = grad_cos__given;
   const opmath_t _u0 = static_cast<opmath_t>(scale);
   at::native::gpu_kernel(_iter, [=] GPU_LAMBDA(scalar_t _grad_sin_in, scalar_t _grad_cos_in, scalar_t _x_in) -> scalar_t {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t grad_sin = static_cast<opmath_t>(_grad_sin_in);
     [[maybe_unused]] const opmath_t grad_cos = static_cast<opmath_t>(_grad_cos_in);
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
-    return static_cast<scalar_t>(((grad_sin * (opgen::cos((_u0 * x)) * _u0)) + (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0)))));
+    return static_cast<scalar_t>(((_c0 ? (grad_sin * (opgen::cos((_u0 * x)) * _u0)) : _t(0.0)) + (_c1 ? (grad_cos * opgen::neg((opgen::sin((_u0 * x)) * _u0))) : _t(0.0))));
   });
 }
 
@@ -51,13 +53,13 @@ void sincos_kernel(at::TensorIteratorBase& _iter, double scale) {
   }
 }
 
-void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale) {
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale, bool grad_sin__given, bool grad_cos__given) {
   const c10::cuda::CUDAGuard _guard(_iter.device());
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
-      return sincos_backward_loop<float>(_iter, scale);
+      return sincos_backward_loop<float>(_iter, scale, grad_sin__given, grad_cos__given);
     case at::ScalarType::Double:
-      return sincos_backward_loop<double>(_iter, scale);
+      return sincos_backward_loop<double>(_iter, scale, grad_sin__given, grad_cos__given);
     default:
       TORCH_CHECK_TYPE(false, "golden.sincos_backward", "(): no CUDA kernel for dtype ", _iter.common_dtype());
   }

@@ -256,15 +256,15 @@ TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("gelu_backward", &golden::gelu_backward_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(golden, Autograd, m) {
   m.impl("gelu.out",
          torch::CppFunction::makeFromBoxedFunction<&golden::gelu_out_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
-  m.impl("gelu.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("gelu.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }
 
 // ---- Autograd -----------------------------------------------------------------------------------
@@ -371,6 +371,7 @@ at::Tensor gelu_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, c10::stri
   }
   return result;
 }
+
 
 }  // namespace
 }  // namespace golden

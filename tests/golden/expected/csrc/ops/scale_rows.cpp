@@ -272,15 +272,15 @@ TORCH_LIBRARY_IMPL(golden, Meta, m) {
   m.impl("scale_rows_backward", &golden::scale_rows_backward_meta);
 }
 
-// out= and in-place variants are not differentiable: an error at the call if an argument requires
-// grad; the ADInplaceOrView kernel bumps the version counter of the tensor written.
+// Not differentiable, the out= variant: an error at the call if an argument requires grad.
 TORCH_LIBRARY_IMPL(golden, Autograd, m) {
   m.impl("scale_rows.out",
          torch::CppFunction::makeFromBoxedFunction<&golden::scale_rows_out_autograd>());
 }
 
+// The ADInplaceOrView kernel bumps the version counter of the tensor written.
 TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
-  m.impl("scale_rows.out", torch::autograd::autogradNotImplementedInplaceOrViewFallback());
+  m.impl("scale_rows.out", torch::CppFunction::makeFromBoxedFunction<&opgen::bump_written_versions>());
 }
 
 // ---- Autograd -----------------------------------------------------------------------------------
@@ -292,7 +292,7 @@ TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
 // The node's backward calls golden::scale_rows_backward through the dispatcher, so torch.compile
 // and AOTAutograd trace it.
 //   x: grad * scale ** power
-//   scale: grad * ((x + offset) * (power * scale ** (power - 1)))
+//   scale: grad * ((x + offset) * where(power == 0, 0, power * scale ** (power - 1)))
 
 namespace golden {
 namespace {
@@ -343,7 +343,7 @@ torch::autograd::variable_list ScaleRowsBackward::apply(torch::autograd::variabl
       _grad_inputs[0] = at::sum_to(at::mul(grad, at::pow(scale, _s(static_cast<double>(static_cast<double>(power))))), x__shape).to(x__dtype);
     }
     if (this->task_should_compute_output(1)) {
-      _grad_inputs[1] = at::sum_to(at::mul(grad, at::mul(at::add(x, _s(static_cast<double>(offset))), at::mul(_s(static_cast<double>(static_cast<double>(power))), at::pow(scale, _s(static_cast<double>((static_cast<double>(power) - 1.0))))))), scale__shape).to(scale__dtype);
+      _grad_inputs[1] = at::sum_to(at::mul(grad, at::mul(at::add(x, _s(static_cast<double>(offset))), ((static_cast<double>(power) == 0.0) ? _s(0.0) : at::mul(_s(static_cast<double>(static_cast<double>(power))), at::pow(scale, _s(static_cast<double>((static_cast<double>(power) - 1.0)))))))), scale__shape).to(scale__dtype);
     }
     return _grad_inputs;
   }
@@ -378,7 +378,7 @@ at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] co
   if (scale__t.defined()) {
     const at::Tensor& grad = scale__t;
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    at::Tensor _term = at::mul(grad, at::mul(at::add(x, _s(static_cast<double>(offset))), at::mul(_s(static_cast<double>(static_cast<double>(power))), at::pow(scale, _s(static_cast<double>((static_cast<double>(power) - 1.0)))))));
+    at::Tensor _term = at::mul(grad, at::mul(at::add(x, _s(static_cast<double>(offset))), ((static_cast<double>(power) == 0.0) ? _s(0.0) : at::mul(_s(static_cast<double>(static_cast<double>(power))), at::pow(scale, _s(static_cast<double>((static_cast<double>(power) - 1.0))))))));
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
@@ -416,6 +416,7 @@ at::Tensor scale_rows_autograd(c10::DispatchKeySet _ks, const at::Tensor& x, con
   }
   return result;
 }
+
 
 }  // namespace
 }  // namespace golden

@@ -9,23 +9,23 @@ namespace golden::cpu {
 namespace DEFAULT {
 void sincos_kernel(at::TensorIteratorBase& _iter, double scale);
 void sincos_contiguous(at::ScalarType _dtype, int64_t _n, void* _sin, void* _cos, const void* _x_ptr, double scale);
-void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
-void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale);
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale, bool grad_sin__given, bool grad_cos__given);
+void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale, bool grad_sin__given, bool grad_cos__given);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void sincos_kernel(at::TensorIteratorBase& _iter, double scale);
 void sincos_contiguous(at::ScalarType _dtype, int64_t _n, void* _sin, void* _cos, const void* _x_ptr, double scale);
-void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
-void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale);
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale, bool grad_sin__given, bool grad_cos__given);
+void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale, bool grad_sin__given, bool grad_cos__given);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
 namespace AVX512 {
 void sincos_kernel(at::TensorIteratorBase& _iter, double scale);
 void sincos_contiguous(at::ScalarType _dtype, int64_t _n, void* _sin, void* _cos, const void* _x_ptr, double scale);
-void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
-void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale);
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale, bool grad_sin__given, bool grad_cos__given);
+void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_sin_ptr, const void* _grad_cos_ptr, const void* _x_ptr, double scale, bool grad_sin__given, bool grad_cos__given);
 }  // namespace AVX512
 #endif
 }  // namespace golden::cpu
@@ -33,7 +33,7 @@ void sincos_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, co
 #if defined(OPGEN_WITH_CUDA)
 namespace golden::cuda {
 void sincos_kernel(at::TensorIteratorBase& _iter, double scale);
-void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale);
+void sincos_backward_kernel(at::TensorIteratorBase& _iter, double scale, bool grad_sin__given, bool grad_cos__given);
 }  // namespace golden::cuda
 #endif
 
@@ -144,7 +144,15 @@ at::ScalarType sincos_backward_check(const at::Tensor& grad_sin, const at::Tenso
 
 }  // namespace
 
-at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& grad_cos, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {
+at::Tensor sincos_backward_dense(const std::optional<at::Tensor>& grad_sin__opt, const std::optional<at::Tensor>& grad_cos__opt, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {
+  // An output that was not used gets no gradient (None) and contributes nothing: the kernel leaves
+  // out its terms (0 * a derivative that is not finite would be NaN). A given gradient stands in
+  // for its operand, read but never used.
+  const at::Tensor& _given = opgen::first_given({ grad_sin__opt, grad_cos__opt }, _bw_op, "grad_sin, grad_cos");
+  [[maybe_unused]] const bool grad_sin__given = opgen::is_given(grad_sin__opt);
+  [[maybe_unused]] const at::Tensor& grad_sin = grad_sin__given ? *grad_sin__opt : _given;
+  [[maybe_unused]] const bool grad_cos__given = opgen::is_given(grad_cos__opt);
+  [[maybe_unused]] const at::Tensor& grad_cos = grad_cos__given ? *grad_cos__opt : _given;
   const at::ScalarType _dtype = sincos_backward_check(grad_sin, grad_cos, x, scale, x__shape);
   at::Tensor _g0 = opgen::new_gradient_buffer(grad_sin.sym_sizes(), opgen::reduced_shape(grad_sin.sym_sizes(), x__shape),
                                                  grad_sin.options().dtype(_dtype), { grad_sin, grad_cos, x });
@@ -162,7 +170,7 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
       , decltype(&cpu::DEFAULT::sincos_backward_contiguous){}
 #endif
       );
-    _contiguous.for_data(_dtype, grad_sin.numel())(_dtype, grad_sin.numel(), _g0.data_ptr(), grad_sin.const_data_ptr(), grad_cos.const_data_ptr(), x.const_data_ptr(), scale);
+    _contiguous.for_data(_dtype, grad_sin.numel())(_dtype, grad_sin.numel(), _g0.data_ptr(), grad_sin.const_data_ptr(), grad_cos.const_data_ptr(), x.const_data_ptr(), scale, grad_sin__given, grad_cos__given);
   } else if (grad_sin.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
@@ -173,7 +181,7 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
                      .build();
 #if defined(OPGEN_WITH_CUDA)
     if (grad_sin.is_cuda()) {
-      cuda::sincos_backward_kernel(_iter, scale);
+      cuda::sincos_backward_kernel(_iter, scale, grad_sin__given, grad_cos__given);
     } else
 #endif
     {
@@ -189,13 +197,21 @@ at::Tensor sincos_backward_dense(const at::Tensor& grad_sin, const at::Tensor& g
       , decltype(&cpu::DEFAULT::sincos_backward_kernel){}
 #endif
       );
-      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, scale);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, scale, grad_sin__given, grad_cos__given);
     }
   }
   return at::sum_to(_g0, opgen::reduced_shape(grad_sin.sym_sizes(), x__shape));
 }
 
-at::Tensor sincos_backward_meta(const at::Tensor& grad_sin, const at::Tensor& grad_cos, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {
+at::Tensor sincos_backward_meta(const std::optional<at::Tensor>& grad_sin__opt, const std::optional<at::Tensor>& grad_cos__opt, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {
+  // An output that was not used gets no gradient (None) and contributes nothing: the kernel leaves
+  // out its terms (0 * a derivative that is not finite would be NaN). A given gradient stands in
+  // for its operand, read but never used.
+  const at::Tensor& _given = opgen::first_given({ grad_sin__opt, grad_cos__opt }, _bw_op, "grad_sin, grad_cos");
+  [[maybe_unused]] const bool grad_sin__given = opgen::is_given(grad_sin__opt);
+  [[maybe_unused]] const at::Tensor& grad_sin = grad_sin__given ? *grad_sin__opt : _given;
+  [[maybe_unused]] const bool grad_cos__given = opgen::is_given(grad_cos__opt);
+  [[maybe_unused]] const at::Tensor& grad_cos = grad_cos__given ? *grad_cos__opt : _given;
   const at::ScalarType _dtype = sincos_backward_check(grad_sin, grad_cos, x, scale, x__shape);
   return opgen::gradient_meta(grad_sin.sym_sizes(), opgen::reduced_shape(grad_sin.sym_sizes(), x__shape), grad_sin.options().dtype(_dtype), { grad_sin, grad_cos, x });
 }
@@ -204,7 +220,7 @@ at::Tensor sincos_backward_meta(const at::Tensor& grad_sin, const at::Tensor& gr
 
 TORCH_LIBRARY_FRAGMENT(golden, m) {
   m.def("sincos(Tensor x, *, float scale=1.0) -> (Tensor sin, Tensor cos)", {at::Tag::pt2_compliant_tag});
-  m.def("sincos_backward(Tensor grad_sin, Tensor grad_cos, Tensor x, float scale, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("sincos_backward(Tensor\? grad_sin, Tensor\? grad_cos, Tensor x, float scale, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
@@ -261,9 +277,6 @@ struct SincosBackward : public torch::autograd::TraceableFunction {
   double scale__attr;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype;
-  // The outputs' shape and options: an output that gets no gradient contributes zeros.
-  std::vector<c10::SymInt> _out_shape;
-  at::TensorOptions _out_options;
 };
 
 torch::autograd::variable_list SincosBackward::apply(torch::autograd::variable_list&& _grads) {
@@ -273,21 +286,39 @@ torch::autograd::variable_list SincosBackward::apply(torch::autograd::variable_l
   }
   const at::Tensor x = x__saved.unpack();
   [[maybe_unused]] const double& scale = scale__attr;
-  const at::Tensor grad_sin = _grads[0].defined() ? _grads[0] : at::zeros_symint(_out_shape, _out_options);
-  const at::Tensor grad_cos = _grads[1].defined() ? _grads[1] : at::zeros_symint(_out_shape, _out_options);
+  // An output that was not used gets no gradient and contributes nothing (not 0 times a derivative,
+  // NaN where that is not finite): its terms are left out. A given gradient stands in for it.
+  const at::Tensor& _given = opgen::first_defined(_grads);
+  [[maybe_unused]] const bool grad_sin__given = _grads[0].defined();
+  [[maybe_unused]] const at::Tensor& grad_sin = grad_sin__given ? _grads[0] : _given;
+  [[maybe_unused]] const bool grad_cos__given = _grads[1].defined();
+  [[maybe_unused]] const at::Tensor& grad_cos = grad_cos__given ? _grads[1] : _given;
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad_sin.options()); };
     if (this->task_should_compute_output(0)) {
-      _grad_inputs[0] = at::sum_to([&] { const at::Tensor _c0 = at::mul(_s(static_cast<double>(scale)), x); return at::add(at::mul(grad_sin, at::mul(at::cos(_c0), _s(static_cast<double>(scale)))), at::mul(grad_cos, at::neg(at::mul(at::sin(_c0), _s(static_cast<double>(scale)))))); }(), x__shape).to(x__dtype);
+      at::Tensor _g;
+      if (grad_sin__given && grad_cos__given) {
+        _g = [&] { const at::Tensor _c0 = at::mul(_s(static_cast<double>(scale)), x); return at::add(at::mul(grad_sin, at::mul(at::cos(_c0), _s(static_cast<double>(scale)))), at::mul(grad_cos, at::neg(at::mul(at::sin(_c0), _s(static_cast<double>(scale)))))); }();
+      } else {  // the pieces of the given gradients
+        if (grad_sin__given) {
+          const at::Tensor _piece = at::mul(grad_sin, at::mul(at::cos(at::mul(_s(static_cast<double>(scale)), x)), _s(static_cast<double>(scale))));
+          _g = _g.defined() ? at::add(_g, _piece) : _piece;
+        }
+        if (grad_cos__given) {
+          const at::Tensor _piece = at::mul(grad_cos, at::neg(at::mul(at::sin(at::mul(_s(static_cast<double>(scale)), x)), _s(static_cast<double>(scale)))));
+          _g = _g.defined() ? at::add(_g, _piece) : _piece;
+        }
+      }
+      _grad_inputs[0] = _g.defined() ? at::sum_to(_g, x__shape).to(x__dtype) : opgen::zero_gradient(_given, x__shape, x__dtype);
     }
     return _grad_inputs;
   }
   if (this->task_should_compute_output(0)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("golden::sincos_backward", "")
-        .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const at::Tensor&, double, c10::SymIntArrayRef)>();
-    const at::Tensor _g = _backward.call(grad_sin, grad_cos, x, scale, x__shape);
+        .typed<at::Tensor(const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, const at::Tensor&, double, c10::SymIntArrayRef)>();
+    const at::Tensor _g = _backward.call(opgen::given(_grads[0]), opgen::given(_grads[1]), x, scale, x__shape);
     _grad_inputs[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
   return _grad_inputs;
@@ -347,8 +378,6 @@ std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet _ks, cons
   if (_grad_fn) {
     torch::autograd::set_history(sin, _grad_fn);  // output 0 of the node
     torch::autograd::set_history(cos, _grad_fn);  // output 1 of the node
-    _grad_fn->_out_shape = sin.sym_sizes().vec();
-    _grad_fn->_out_options = sin.options();
   }
   if (opgen::has_forward_grad({ x })) {
     // Formulas read the primals, as in ATen, so the tangent has no tangent of its own.
@@ -360,6 +389,7 @@ std::tuple<at::Tensor, at::Tensor> sincos_autograd(c10::DispatchKeySet _ks, cons
   }
   return result;
 }
+
 
 }  // namespace
 }  // namespace golden
