@@ -834,3 +834,29 @@ def test_inplace_variant_autograd(op, built_ops):
 
 def _node_name(op) -> str:
     return "".join(p.capitalize() for p in op.name.split("_")) + "Backward"
+
+
+def test_inplace_variant_casts_into_its_first_argument(op, built_ops):
+    """As torch's in-place ops (`x.add_(y)`), `<op>_` writes a result of a wider dtype than its
+    first argument's (float64 from another input) cast into it, and refuses one it can't hold."""
+    if "inplace" not in op.variants or len(op.tensor_inputs) < 2 or not (_supports(op, "float32") and _supports(op, "float64")):
+        pytest.skip(f"{op.name} has no in-place variant with a second tensor input in float32 and float64")
+    attrs = testing.attribute_sets(op)[0]
+    args, kwargs = _call_args(op, _sample(op, dtype=torch.float32), attrs)
+    shape = tuple(getattr(built_ops, op.name).default(*args, **kwargs).shape)
+    tensors = _sample(op, [shape] * len(op.tensor_inputs), torch.float64)
+    first = op.tensor_inputs[0].name
+    args, kwargs = _call_args(op, tensors, attrs)
+    expected = getattr(built_ops, op.name).default(*args, **kwargs)
+    target = tensors[first].to(torch.float32)
+    args, kwargs = _call_args(op, {**tensors, first: target}, attrs)
+    want = getattr(built_ops, op.name).default(*args, **kwargs).to(torch.float32)  # computed in float64
+    getattr(built_ops, f"{op.name}_").default(*args, **kwargs)
+    torch.testing.assert_close(target, want, atol=0, rtol=0)
+    torch.testing.assert_close(target, expected.to(torch.float32))
+    if _supports(op, "int64"):
+        return
+    integral = torch.zeros(shape, dtype=torch.int64)
+    args, kwargs = _call_args(op, {**tensors, first: integral}, attrs)
+    with pytest.raises(TypeError):
+        getattr(built_ops, f"{op.name}_").default(*args, **kwargs)

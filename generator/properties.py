@@ -357,8 +357,9 @@ def cuda_gradients_match_cpu(overload, op: OpSpec, case: Case, differentiable: l
 
 def out_variant_matches_functional(overload, out_overload, op: OpSpec, namespace: str, case: Case) -> None:
     """`<op>.out` writes what the functional op returns into `out`, whether `out` has the result's
-    shape, is empty (resized) or is a non-contiguous view; it returns nothing, and refuses an `out`
-    of another dtype, naming the op."""
+    shape, is empty (resized) or is a non-contiguous view; it returns nothing; an `out` of another
+    dtype gets the result cast when it can hold it (float64 for float32, as torch's out=) and is
+    refused, naming the op, when it can't (an integer `out` of a float result)."""
     tensors = case.tensors(op)
     (expected,) = outputs(call(overload, op, tensors, case.attrs))
     args, kwargs = testing.call_args(op, tensors, case.attrs)
@@ -371,11 +372,17 @@ def out_variant_matches_functional(overload, out_overload, op: OpSpec, namespace
         assert out._version > version, f"{op.name}.out: the version counter of out was not bumped (autograd would miss the write)"
         assert out.shape == expected.shape, f"{op.name}.out: out has shape {tuple(out.shape)}, the result {tuple(expected.shape)}"
         torch.testing.assert_close(out, expected, equal_nan=True, msg=lambda m: f"{op.name}.out: {m}")
-    other = torch.int32 if expected.is_floating_point() else torch.float64
+    wider = torch.float64 if expected.dtype != torch.float64 else torch.float32
+    out = torch.empty(expected.shape, dtype=wider)
+    assert out_overload(*args, **kwargs, out=out) is None
+    torch.testing.assert_close(out, expected.to(wider), equal_nan=True, msg=lambda m: f"{op.name}.out into {wider}: {m}")
+    if expected.dtype == torch.bool:
+        return  # a bool result fits any dtype
+    other = torch.int32 if expected.is_floating_point() else torch.bool
     try:
         out_overload(*args, **kwargs, out=torch.empty(expected.shape, dtype=other))
     except TypeError as e:
-        assert f"{namespace}.{op.name}(): argument 'out' has dtype" in str(e), str(e)
+        assert f"{namespace}.{op.name}(): argument 'out' has dtype" in str(e) and "can't hold" in str(e), str(e)
     else:
         raise AssertionError(f"{op.name}.out accepted an out of dtype {other}")
 

@@ -96,3 +96,16 @@ def test_wrong_argument_types_name_op_and_argument(built_ops, typed_api):
 def test_undefined_tensor_is_rejected(built_ops):
     with pytest.raises((ValueError, RuntimeError), match="relu"):
         built_ops.relu(None)
+
+
+def test_backward_of_several_outputs_needs_one_gradient(built_ops):
+    """`<op>_backward` of an op with several outputs takes None for an output that was not used
+    (its terms are left out), but not for all of them."""
+    r, theta = torch.rand(5, dtype=torch.float64), torch.rand(5, dtype=torch.float64)
+    x, y = built_ops.to_cartesian(r, theta)
+    gy = torch.rand(5, dtype=torch.float64)
+    grad_r, grad_theta = built_ops.to_cartesian_backward(None, gy, theta, x, y, [5], [5])
+    torch.testing.assert_close(grad_r, gy * torch.sin(theta))
+    torch.testing.assert_close(grad_theta, gy * x)
+    with pytest.raises(ValueError, match=r"to_cartesian_backward\(\): none of the gradients grad_x, grad_y is given"):
+        built_ops.to_cartesian_backward(None, None, theta, x, y, [5], [5])

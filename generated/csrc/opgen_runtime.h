@@ -328,11 +328,17 @@ inline void check_out(const at::Tensor& out, at::ScalarType dtype, const at::Ten
   TORCH_CHECK_VALUE(out.defined(), op, "(): argument 'out' is an undefined tensor");
   TORCH_CHECK(out.device() == like.device(), op, "(): argument 'out' is on ", out.device(), " but the inputs are on ",
               like.device());
-  TORCH_CHECK_TYPE(out.scalar_type() == dtype, op, "(): argument 'out' has dtype ", dtype_name(out.scalar_type()),
-                   ", but the result has dtype ", dtype_name(dtype));
+  TORCH_CHECK_TYPE(at::canCast(dtype, out.scalar_type()), op, "(): argument 'out' has dtype ", dtype_name(out.scalar_type()),
+                   ", which can't hold the result's dtype ", dtype_name(dtype));
 }
 
-// out= overloads are not differentiable: raise at the call, naming the argument, like ATen.
+// Where an out= or in-place call computes: `out` itself, or, when `out` has another dtype that
+// can hold the result (float32 into float64, float64 into float32, as torch's out= allows), a
+// buffer of the result's dtype laid out like it, which the caller copies into `out`.
+inline at::Tensor result_target(const at::Tensor& out, at::ScalarType dtype) {
+  return out.scalar_type() == dtype ? out : at::empty_like(out, out.options().dtype(dtype));
+}
+
 // out= and in-place overloads are not differentiable (variant: "out=" or "in-place"; fix: what to call instead).
 inline void reject_grad_for_out(const c10::OperatorHandle& op, const torch::jit::Stack* stack, const char* name,
                                 const char* variant = "out=", const char* fix = "call it without out=") {

@@ -100,7 +100,7 @@ at::Tensor abs_max_meta(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) 
 }
 
 // out=: checks `out` (device, dtype, no overlap with the input) and resizes it like ATen does.
-at::Tensor& abs_max_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out, bool _real) {
+at::Tensor abs_max_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out, bool _real) {
   auto [_mask, _shape, _dtype] = abs_max_check(x, dim, keepdim);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -112,11 +112,15 @@ at::Tensor& abs_max_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool k
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 void abs_max_out_dense(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  abs_max_compute(x, dim, keepdim, abs_max_prepare_out(x, dim, keepdim, out, true));
+  const at::Tensor _target = abs_max_prepare_out(x, dim, keepdim, out, true);
+  abs_max_compute(x, dim, keepdim, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void abs_max_out_meta(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {

@@ -63,7 +63,7 @@ at::Tensor add_prepare(const at::Tensor& a, const at::Tensor& b, double alpha) {
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& add_prepare_out(const at::Tensor& a, const at::Tensor& b, double alpha, at::Tensor& out, bool _real) {
+at::Tensor add_prepare_out(const at::Tensor& a, const at::Tensor& b, double alpha, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = add_check(a, b, alpha);
   opgen::check_out(out, _dtype, a, _op);
   if (_real) {
@@ -76,7 +76,7 @@ at::Tensor& add_prepare_out(const at::Tensor& a, const at::Tensor& b, double alp
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -146,7 +146,11 @@ at::Tensor add_meta(const at::Tensor& a, const at::Tensor& b, double alpha) {
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void add_out_dense(const at::Tensor& a, const at::Tensor& b, double alpha, at::Tensor& out) {
-  add_compute(a, b, alpha, add_prepare_out(a, b, alpha, out, true));
+  const at::Tensor _target = add_prepare_out(a, b, alpha, out, true);
+  add_compute(a, b, alpha, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void add_out_meta(const at::Tensor& a, const at::Tensor& b, double alpha, at::Tensor& out) {
@@ -160,23 +164,28 @@ void add_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, tor
 }
 
 // In place, `add_`: the result is written into 'a', which must already have the result's
-// shape and dtype (no in-place into a broadcast input) and must not partially overlap another input,
-// as ATen checks. Returns nothing, like out=, so torch.compile functionalizes it as a mutation.
-void add_inplace_check(at::Tensor& a, const at::Tensor& b, double alpha, bool _real) {
+// shape (no in-place into a broadcast input) and a dtype that can hold it, and must not partially
+// overlap another input, as ATen checks. Returns nothing, like out=, so torch.compile
+// functionalizes it as a mutation.
+at::ScalarType add_inplace_check(at::Tensor& a, const at::Tensor& b, double alpha, bool _real) {
   auto [_shape, _dtype] = add_check(a, b, alpha);
   TORCH_SYM_CHECK(opgen::same_sizes(a.sym_sizes(), _shape), _op, "_(): the result has shape ", opgen::shape_string(_shape),
                   ", which does not match the shape ", opgen::shape_string(a.sym_sizes()), " of 'a' it is written into");
-  TORCH_CHECK_TYPE(_dtype == a.scalar_type(), _op, "_(): the result has dtype ", opgen::dtype_name(_dtype),
+  TORCH_CHECK_TYPE(at::canCast(_dtype, a.scalar_type()), _op, "_(): the result has dtype ", opgen::dtype_name(_dtype),
                    ", which 'a' (", opgen::dtype_name(a.scalar_type()), ") can't hold");
   if (_real) {
     at::assert_no_internal_overlap(a);
     at::assert_no_partial_overlap(a, b);
   }
+  return _dtype;
 }
 
 void add_inplace_dense(at::Tensor& a, const at::Tensor& b, double alpha) {
-  add_inplace_check(a, b, alpha, true);
-  add_compute(a, b, alpha, a);
+  const at::Tensor _target = opgen::result_target(a, add_inplace_check(a, b, alpha, true));
+  add_compute(a, b, alpha, _target);
+  if (!_target.is_same(a)) {
+    a.copy_(_target);
+  }
 }
 
 void add_inplace_meta(at::Tensor& a, const at::Tensor& b, double alpha) {

@@ -37,7 +37,7 @@ at::Tensor add_n_prepare(at::TensorList xs) {
   return opgen::new_output(_shape, xs[0].options().dtype(_dtype));
 }
 
-at::Tensor& add_n_prepare_out(at::TensorList xs, at::Tensor& out, bool _real) {
+at::Tensor add_n_prepare_out(at::TensorList xs, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = add_n_check(xs);
   opgen::check_out(out, _dtype, xs[0], _op);
   if (_real) {
@@ -51,7 +51,7 @@ at::Tensor& add_n_prepare_out(at::TensorList xs, at::Tensor& out, bool _real) {
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Calls the hand-written kernel of the device with every tensor in the output's dtype, into a
@@ -95,7 +95,11 @@ at::Tensor add_n_meta(at::TensorList xs) {
 }
 
 void add_n_out_dense(at::TensorList xs, at::Tensor& out) {
-  add_n_compute(xs, add_n_prepare_out(xs, out, true));
+  const at::Tensor _target = add_n_prepare_out(xs, out, true);
+  add_n_compute(xs, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void add_n_out_meta(at::TensorList xs, at::Tensor& out) {

@@ -59,7 +59,7 @@ at::Tensor clamp_prepare(const at::Tensor& x, double min, double max) {
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& clamp_prepare_out(const at::Tensor& x, double min, double max, at::Tensor& out, bool _real) {
+at::Tensor clamp_prepare_out(const at::Tensor& x, double min, double max, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = clamp_check(x, min, max);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -71,7 +71,7 @@ at::Tensor& clamp_prepare_out(const at::Tensor& x, double min, double max, at::T
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -140,7 +140,11 @@ at::Tensor clamp_meta(const at::Tensor& x, double min, double max) {
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void clamp_out_dense(const at::Tensor& x, double min, double max, at::Tensor& out) {
-  clamp_compute(x, min, max, clamp_prepare_out(x, min, max, out, true));
+  const at::Tensor _target = clamp_prepare_out(x, min, max, out, true);
+  clamp_compute(x, min, max, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void clamp_out_meta(const at::Tensor& x, double min, double max, at::Tensor& out) {

@@ -59,7 +59,7 @@ at::Tensor gelu_prepare(const at::Tensor& x, c10::string_view approximate) {
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& gelu_prepare_out(const at::Tensor& x, c10::string_view approximate, at::Tensor& out, bool _real) {
+at::Tensor gelu_prepare_out(const at::Tensor& x, c10::string_view approximate, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = gelu_check(x, approximate);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -71,7 +71,7 @@ at::Tensor& gelu_prepare_out(const at::Tensor& x, c10::string_view approximate, 
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -140,7 +140,11 @@ at::Tensor gelu_meta(const at::Tensor& x, c10::string_view approximate) {
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void gelu_out_dense(const at::Tensor& x, c10::string_view approximate, at::Tensor& out) {
-  gelu_compute(x, approximate, gelu_prepare_out(x, approximate, out, true));
+  const at::Tensor _target = gelu_prepare_out(x, approximate, out, true);
+  gelu_compute(x, approximate, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void gelu_out_meta(const at::Tensor& x, c10::string_view approximate, at::Tensor& out) {

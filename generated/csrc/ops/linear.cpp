@@ -40,7 +40,7 @@ at::Tensor linear_prepare(const at::Tensor& x, const at::Tensor& w, const std::o
   return opgen::new_output(_shape, x.options().dtype(_dtype));
 }
 
-at::Tensor& linear_prepare_out(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, at::Tensor& out, bool _real) {
+at::Tensor linear_prepare_out(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = linear_check(x, w, bias);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -56,7 +56,7 @@ at::Tensor& linear_prepare_out(const at::Tensor& x, const at::Tensor& w, const s
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Calls the hand-written kernel of the device with every tensor in the output's dtype, into a
@@ -96,7 +96,11 @@ at::Tensor linear_meta(const at::Tensor& x, const at::Tensor& w, const std::opti
 }
 
 void linear_out_dense(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, at::Tensor& out) {
-  linear_compute(x, w, bias, linear_prepare_out(x, w, bias, out, true));
+  const at::Tensor _target = linear_prepare_out(x, w, bias, out, true);
+  linear_compute(x, w, bias, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void linear_out_meta(const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias, at::Tensor& out) {

@@ -100,7 +100,7 @@ at::Tensor logsumexp_meta(const at::Tensor& x, at::IntArrayRef dim, bool keepdim
 }
 
 // out=: checks `out` (device, dtype, no overlap with the input) and resizes it like ATen does.
-at::Tensor& logsumexp_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out, bool _real) {
+at::Tensor logsumexp_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out, bool _real) {
   auto [_mask, _shape, _dtype] = logsumexp_check(x, dim, keepdim);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -112,11 +112,15 @@ at::Tensor& logsumexp_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 void logsumexp_out_dense(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  logsumexp_compute(x, dim, keepdim, logsumexp_prepare_out(x, dim, keepdim, out, true));
+  const at::Tensor _target = logsumexp_prepare_out(x, dim, keepdim, out, true);
+  logsumexp_compute(x, dim, keepdim, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void logsumexp_out_meta(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {

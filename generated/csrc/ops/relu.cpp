@@ -58,7 +58,7 @@ at::Tensor relu_prepare(const at::Tensor& x) {
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& relu_prepare_out(const at::Tensor& x, at::Tensor& out, bool _real) {
+at::Tensor relu_prepare_out(const at::Tensor& x, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = relu_check(x);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -70,7 +70,7 @@ at::Tensor& relu_prepare_out(const at::Tensor& x, at::Tensor& out, bool _real) {
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -139,7 +139,11 @@ at::Tensor relu_meta(const at::Tensor& x) {
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void relu_out_dense(const at::Tensor& x, at::Tensor& out) {
-  relu_compute(x, relu_prepare_out(x, out, true));
+  const at::Tensor _target = relu_prepare_out(x, out, true);
+  relu_compute(x, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void relu_out_meta(const at::Tensor& x, at::Tensor& out) {
@@ -153,22 +157,27 @@ void relu_out_autograd(const c10::OperatorHandle& op, c10::DispatchKeySet ks, to
 }
 
 // In place, `relu_`: the result is written into 'x', which must already have the result's
-// shape and dtype (no in-place into a broadcast input) and must not partially overlap another input,
-// as ATen checks. Returns nothing, like out=, so torch.compile functionalizes it as a mutation.
-void relu_inplace_check(at::Tensor& x, bool _real) {
+// shape (no in-place into a broadcast input) and a dtype that can hold it, and must not partially
+// overlap another input, as ATen checks. Returns nothing, like out=, so torch.compile
+// functionalizes it as a mutation.
+at::ScalarType relu_inplace_check(at::Tensor& x, bool _real) {
   auto [_shape, _dtype] = relu_check(x);
   TORCH_SYM_CHECK(opgen::same_sizes(x.sym_sizes(), _shape), _op, "_(): the result has shape ", opgen::shape_string(_shape),
                   ", which does not match the shape ", opgen::shape_string(x.sym_sizes()), " of 'x' it is written into");
-  TORCH_CHECK_TYPE(_dtype == x.scalar_type(), _op, "_(): the result has dtype ", opgen::dtype_name(_dtype),
+  TORCH_CHECK_TYPE(at::canCast(_dtype, x.scalar_type()), _op, "_(): the result has dtype ", opgen::dtype_name(_dtype),
                    ", which 'x' (", opgen::dtype_name(x.scalar_type()), ") can't hold");
   if (_real) {
     at::assert_no_internal_overlap(x);
   }
+  return _dtype;
 }
 
 void relu_inplace_dense(at::Tensor& x) {
-  relu_inplace_check(x, true);
-  relu_compute(x, x);
+  const at::Tensor _target = opgen::result_target(x, relu_inplace_check(x, true));
+  relu_compute(x, _target);
+  if (!_target.is_same(x)) {
+    x.copy_(_target);
+  }
 }
 
 void relu_inplace_meta(at::Tensor& x) {

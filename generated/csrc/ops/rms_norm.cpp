@@ -35,7 +35,7 @@ at::Tensor rms_norm_prepare(const at::Tensor& x, const at::Tensor& weight, doubl
   return opgen::new_output(_shape, x.options().dtype(_dtype));
 }
 
-at::Tensor& rms_norm_prepare_out(const at::Tensor& x, const at::Tensor& weight, double eps, at::Tensor& out, bool _real) {
+at::Tensor rms_norm_prepare_out(const at::Tensor& x, const at::Tensor& weight, double eps, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = rms_norm_check(x, weight, eps);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -48,7 +48,7 @@ at::Tensor& rms_norm_prepare_out(const at::Tensor& x, const at::Tensor& weight, 
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Calls the hand-written kernel of the device with every tensor in the output's dtype, into a
@@ -84,7 +84,11 @@ at::Tensor rms_norm_meta(const at::Tensor& x, const at::Tensor& weight, double e
 }
 
 void rms_norm_out_dense(const at::Tensor& x, const at::Tensor& weight, double eps, at::Tensor& out) {
-  rms_norm_compute(x, weight, eps, rms_norm_prepare_out(x, weight, eps, out, true));
+  const at::Tensor _target = rms_norm_prepare_out(x, weight, eps, out, true);
+  rms_norm_compute(x, weight, eps, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void rms_norm_out_meta(const at::Tensor& x, const at::Tensor& weight, double eps, at::Tensor& out) {

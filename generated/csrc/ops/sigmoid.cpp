@@ -58,7 +58,7 @@ at::Tensor sigmoid_prepare(const at::Tensor& x) {
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& sigmoid_prepare_out(const at::Tensor& x, at::Tensor& out, bool _real) {
+at::Tensor sigmoid_prepare_out(const at::Tensor& x, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = sigmoid_check(x);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -70,7 +70,7 @@ at::Tensor& sigmoid_prepare_out(const at::Tensor& x, at::Tensor& out, bool _real
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -139,7 +139,11 @@ at::Tensor sigmoid_meta(const at::Tensor& x) {
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void sigmoid_out_dense(const at::Tensor& x, at::Tensor& out) {
-  sigmoid_compute(x, sigmoid_prepare_out(x, out, true));
+  const at::Tensor _target = sigmoid_prepare_out(x, out, true);
+  sigmoid_compute(x, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void sigmoid_out_meta(const at::Tensor& x, at::Tensor& out) {

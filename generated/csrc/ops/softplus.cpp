@@ -60,7 +60,7 @@ at::Tensor softplus_prepare(const at::Tensor& x, double beta, double threshold) 
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& softplus_prepare_out(const at::Tensor& x, double beta, double threshold, at::Tensor& out, bool _real) {
+at::Tensor softplus_prepare_out(const at::Tensor& x, double beta, double threshold, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = softplus_check(x, beta, threshold);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -72,7 +72,7 @@ at::Tensor& softplus_prepare_out(const at::Tensor& x, double beta, double thresh
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -141,7 +141,11 @@ at::Tensor softplus_meta(const at::Tensor& x, double beta, double threshold) {
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void softplus_out_dense(const at::Tensor& x, double beta, double threshold, at::Tensor& out) {
-  softplus_compute(x, beta, threshold, softplus_prepare_out(x, beta, threshold, out, true));
+  const at::Tensor _target = softplus_prepare_out(x, beta, threshold, out, true);
+  softplus_compute(x, beta, threshold, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void softplus_out_meta(const at::Tensor& x, double beta, double threshold, at::Tensor& out) {

@@ -100,7 +100,7 @@ at::Tensor sum_squares_meta(const at::Tensor& x, at::IntArrayRef dim, bool keepd
 }
 
 // out=: checks `out` (device, dtype, no overlap with the input) and resizes it like ATen does.
-at::Tensor& sum_squares_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out, bool _real) {
+at::Tensor sum_squares_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out, bool _real) {
   auto [_mask, _shape, _dtype] = sum_squares_check(x, dim, keepdim);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -112,11 +112,15 @@ at::Tensor& sum_squares_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bo
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 void sum_squares_out_dense(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  sum_squares_compute(x, dim, keepdim, sum_squares_prepare_out(x, dim, keepdim, out, true));
+  const at::Tensor _target = sum_squares_prepare_out(x, dim, keepdim, out, true);
+  sum_squares_compute(x, dim, keepdim, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void sum_squares_out_meta(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {

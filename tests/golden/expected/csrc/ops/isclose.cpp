@@ -59,7 +59,7 @@ at::Tensor isclose_prepare(const at::Tensor& a, const at::Tensor& b, double rtol
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& isclose_prepare_out(const at::Tensor& a, const at::Tensor& b, double rtol, double atol, at::Tensor& out, bool _real) {
+at::Tensor isclose_prepare_out(const at::Tensor& a, const at::Tensor& b, double rtol, double atol, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = isclose_check(a, b, rtol, atol);
   opgen::check_out(out, _dtype, a, _op);
   if (_real) {
@@ -72,7 +72,7 @@ at::Tensor& isclose_prepare_out(const at::Tensor& a, const at::Tensor& b, double
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -143,7 +143,11 @@ at::Tensor isclose_meta(const at::Tensor& a, const at::Tensor& b, double rtol, d
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void isclose_out_dense(const at::Tensor& a, const at::Tensor& b, double rtol, double atol, at::Tensor& out) {
-  isclose_compute(a, b, rtol, atol, isclose_prepare_out(a, b, rtol, atol, out, true));
+  const at::Tensor _target = isclose_prepare_out(a, b, rtol, atol, out, true);
+  isclose_compute(a, b, rtol, atol, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void isclose_out_meta(const at::Tensor& a, const at::Tensor& b, double rtol, double atol, at::Tensor& out) {

@@ -100,7 +100,7 @@ at::Tensor l2_norm_meta(const at::Tensor& x, at::IntArrayRef dim, bool keepdim) 
 }
 
 // out=: checks `out` (device, dtype, no overlap with the input) and resizes it like ATen does.
-at::Tensor& l2_norm_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out, bool _real) {
+at::Tensor l2_norm_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out, bool _real) {
   auto [_mask, _shape, _dtype] = l2_norm_check(x, dim, keepdim);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -112,11 +112,15 @@ at::Tensor& l2_norm_prepare_out(const at::Tensor& x, at::IntArrayRef dim, bool k
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 void l2_norm_out_dense(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {
-  l2_norm_compute(x, dim, keepdim, l2_norm_prepare_out(x, dim, keepdim, out, true));
+  const at::Tensor _target = l2_norm_prepare_out(x, dim, keepdim, out, true);
+  l2_norm_compute(x, dim, keepdim, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void l2_norm_out_meta(const at::Tensor& x, at::IntArrayRef dim, bool keepdim, at::Tensor& out) {

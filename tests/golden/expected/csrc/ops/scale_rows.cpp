@@ -67,7 +67,7 @@ at::Tensor scale_rows_prepare(const at::Tensor& x, const at::Tensor& scale, cons
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& scale_rows_prepare_out(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out, bool _real) {
+at::Tensor scale_rows_prepare_out(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = scale_rows_check(x, scale, offset, power);
   opgen::check_out(out, _dtype, x, _op);
   if (_real) {
@@ -80,7 +80,7 @@ at::Tensor& scale_rows_prepare_out(const at::Tensor& x, const at::Tensor& scale,
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -150,7 +150,11 @@ at::Tensor scale_rows_meta(const at::Tensor& x, const at::Tensor& scale, const a
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void scale_rows_out_dense(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out) {
-  scale_rows_compute(x, scale, offset, power, scale_rows_prepare_out(x, scale, offset, power, out, true));
+  const at::Tensor _target = scale_rows_prepare_out(x, scale, offset, power, out, true);
+  scale_rows_compute(x, scale, offset, power, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void scale_rows_out_meta(const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, at::Tensor& out) {

@@ -63,7 +63,7 @@ at::Tensor weighted_sum_prepare(const at::Tensor& a, const at::Tensor& b, double
 
 // out=: checks `out` (device, dtype, no overlap with the inputs) and resizes it like ATen does.
 // Memory overlap is checked on real tensors only: Meta tensors have no storage to compare.
-at::Tensor& weighted_sum_prepare_out(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out, bool _real) {
+at::Tensor weighted_sum_prepare_out(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out, bool _real) {
   auto [_shape, _dtype] = weighted_sum_check(a, b, weight);
   opgen::check_out(out, _dtype, a, _op);
   if (_real) {
@@ -76,7 +76,7 @@ at::Tensor& weighted_sum_prepare_out(const at::Tensor& a, const at::Tensor& b, d
   if (_real) {
     at::assert_no_internal_overlap(out);
   }
-  return out;
+  return opgen::result_target(out, _dtype);
 }
 
 // Computes into `_out`, which has the right shape and dtype.
@@ -146,7 +146,11 @@ at::Tensor weighted_sum_meta(const at::Tensor& a, const at::Tensor& b, double we
 // The out= overload returns nothing (the caller has `out`), so functionalization and
 // torch.compile can treat it as a plain mutation of `out`.
 void weighted_sum_out_dense(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out) {
-  weighted_sum_compute(a, b, weight, weighted_sum_prepare_out(a, b, weight, out, true));
+  const at::Tensor _target = weighted_sum_prepare_out(a, b, weight, out, true);
+  weighted_sum_compute(a, b, weight, _target);
+  if (!_target.is_same(out)) {
+    out.copy_(_target);
+  }
 }
 
 void weighted_sum_out_meta(const at::Tensor& a, const at::Tensor& b, double weight, at::Tensor& out) {
