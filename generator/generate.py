@@ -6,7 +6,7 @@ import json
 
 from .library import Library
 from .model import OpSpec
-from .dest import autograd_cpp, autograd_custom, autograd_reduction, docs, kernel_cpu, kernel_cuda, op_cpp, python_api, runtime, tests
+from .dest import autocast_cpp, autograd_cpp, autograd_custom, autograd_reduction, docs, kernel_cpu, kernel_cuda, op_cpp, python_api, runtime, tests
 from .dest import custom
 from .dest.files import GeneratedFile, Part
 
@@ -17,7 +17,7 @@ def op_files(op: OpSpec, lib: Library) -> list[GeneratedFile | Part]:
     """The files of one op, and its parts of library-wide files; they depend on the op and the
     library's settings, not on other ops."""
     autograd = (autograd_reduction if op.is_reduction else autograd_custom if op.is_custom else autograd_cpp).emit(op, lib)
-    files = [op_cpp.emit(op, lib, autograd)]
+    files = [op_cpp.emit(op, lib, autograd, autocast_cpp.emit(op, lib))]
     if op.is_custom:
         files.append(op_cpp.emit_kernel_header(op, lib))
     else:

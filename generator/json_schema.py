@@ -7,7 +7,7 @@ from typing import Any
 
 from .dtypes import DTYPES, GROUPS
 from .functions import FUNCTIONS
-from .model import COMBINES, KERNEL_KEYS, REDUCE_KEYS, TEST_KEYS, TOP_KEYS, VARIANTS
+from .model import AUTOCAST, COMBINES, KERNEL_KEYS, REDUCE_KEYS, TEST_KEYS, TOP_KEYS, VARIANTS
 
 SCHEMA_ID = "https://opgen.dev/schemas/spec-v1.json"
 
@@ -54,6 +54,8 @@ def spec_schema() -> dict[str, Any]:
                                {"type": "object", "not": {"required": ["kernel"]}, "additionalProperties": expression}]},
         "variants": {"type": "array", "uniqueItems": True, "items": {"enum": list(VARIANTS)},
                      "description": "Extra overloads: out (<op>.out, the default for one-output ops) and inplace (<op>_)."},
+        "autocast": {"enum": list(AUTOCAST), "description": "Under torch.autocast, the floating inputs are cast to: "
+                     + "; ".join(f"{p}: {what}" for p, (what, _) in AUTOCAST.items()) + ". Absent: left as they are."},
         "reference": {"type": "string", "description": "A torch expression used by tests as the oracle."},
         "test": {"type": "object", "additionalProperties": False, "properties": {
             "ranges": {"type": "object", "additionalProperties": {"type": "array", "items": {"type": "number"},

@@ -21,7 +21,16 @@ from .tensor_expr import Formula, FormulaError, parse_formula
 from .schema import Argument, FunctionSchema, SchemaError, Type
 from .yaml_source import SpecSource
 
-TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "kernel", "gradient", "variants", "reference", "test")
+TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "kernel", "gradient", "variants", "autocast", "reference", "test")
+# Under torch.autocast, what the floating inputs are cast to (ATen's CastPolicy, autocast_mode.h),
+# and the dtypes the op then needs.
+AUTOCAST = {"lower_precision": ("autocast's dtype, float16 or bfloat16 (as torch's matmul-like ops)", ("float16", "bfloat16")),
+            "fp32": ("float32 (as torch's ops that need the range, e.g. layer_norm on CUDA)", ("float32",)),
+            "promote": ("the widest of their dtypes (as torch's ops that take several, e.g. cat)", ("float32", "float16", "bfloat16"))}
+# What users write for a policy, from torch's names and dtypes.
+AUTOCAST_ALIASES = {"lower_precision_fp": "lower_precision", "fp16": "lower_precision", "bf16": "lower_precision",
+                    "float16": "lower_precision", "bfloat16": "lower_precision", "half": "lower_precision",
+                    "float32": "fp32", "float": "fp32", "widest": "promote"}
 VARIANTS = ("out", "inplace")
 # Argument names torch.compile cannot pass to a mutating custom op (torch 2.13): its
 # auto_functionalized hands every argument over by keyword to functions whose own first
@@ -184,6 +193,7 @@ class OpSpec:
     test: TestConfig
     variants: tuple[str, ...] = ("out",)  # extra overloads: out= (`<op>.out`), in-place (`<op>_`)
     output_shapes: tuple[ShapeRule, ...] = ()  # hand-written ops: one rule per output (`shape: {y: ..., mean: ...}`)
+    autocast: str | None = None  # a key of AUTOCAST: how torch.autocast casts the floating inputs; None: it leaves them
 
     def __hash__(self) -> int:
         # Emitters memoize per op (functools.lru_cache); hashing every field of the tree on each
@@ -278,6 +288,8 @@ class OpSpec:
                 d["gradient"] = "auto" if g.auto else {n: E.unparse(f) for n, f in g.formulas}
         if self.variants != (("out",) if len(self.schema.returns) == 1 else ()):
             d["variants"] = list(self.variants)
+        if self.autocast is not None:
+            d["autocast"] = self.autocast
         if self.reference is not None:
             d["reference"] = self.reference
         if self.test != TestConfig():
@@ -347,12 +359,13 @@ class _SpecParser:
         reference = self.reference()
         test = self.test(gradient, reference)
         variants = self.variants(kernel, shape)
+        autocast = self.autocast(dtypes)
         self.check_argument_count(kernel, gradient, variants)
         if output_shapes and not isinstance(kernel, CustomKernel):
             raise self.err(("shape",), "one shape rule per output is for hand-written kernels; a pointwise op's outputs share "
                                        "one shape, e.g. shape: broadcast(a, b)")
         return OpSpec(schema.name, self.src.path, schema, doc, dtypes, shape, checks, kernel, gradient, reference, test, variants,
-                      output_shapes)
+                      output_shapes, autocast)
 
     def check_keys(self, path: tuple, mapping: dict, allowed: tuple[str, ...]) -> None:
         for key in mapping:
@@ -862,6 +875,28 @@ class _SpecParser:
             names[r.name] = TENSOR_KIND
             names[f"grad_{r.name}"] = TENSOR_KIND
         return names
+
+    def autocast(self, dtypes: tuple[DType, ...]) -> str | None:
+        if "autocast" not in self.d:
+            return None
+        path = ("autocast",)
+        value = self.d["autocast"]
+        policies = tuple(AUTOCAST)
+        if not isinstance(value, str) or value not in AUTOCAST:
+            hint = ""
+            if isinstance(value, str):
+                alias = AUTOCAST_ALIASES.get(value.lower())
+                hint = f"; did you mean '{alias}'?" if alias else did_you_mean(value, policies)
+            raise self.err(path, "'autocast' says what torch.autocast casts the floating inputs to: "
+                                 + "; ".join(f"{p}: {what}" for p, (what, _) in AUTOCAST.items()) + hint)
+        if not any(a.type.base == "Tensor" for a in self.schema.arguments):
+            raise self.err(path, "'autocast' casts tensor inputs, and this op has none; remove it")
+        names = {d.name for d in dtypes}
+        missing = [n for n in AUTOCAST[value][1] if n not in names]
+        if missing:
+            raise self.err(path, f"autocast: {value} casts the inputs to {', '.join(missing)}, which 'dtypes' leaves out; "
+                                 f"add {' and '.join(missing)} to 'dtypes'")
+        return value
 
     def variants(self, kernel: Kernel, shape: ShapeRule) -> tuple[str, ...]:
         variants = self.listed_variants(kernel)

@@ -208,6 +208,29 @@ def inplace_vmap_matches_loop(overload, inplace, op: OpSpec, case: Case) -> None
                                    msg=lambda m: f"{op.name}_: vmap over {', '.join(batched_names)}: {m}")
 
 
+def autocast_casts_inputs(overload, op: OpSpec, case: Case) -> None:
+    """Under torch.autocast on CPU, in bfloat16 and in float16, the op gives exactly what it gives
+    on its inputs cast as ATen casts for its `autocast` policy (floating CPU tensors but float64);
+    for `promote`, with the first tensor input in the autocast dtype and the others not."""
+    tensors = case.tensors(op)
+    first = op.tensor_inputs[0].name
+    for low in (torch.bfloat16, torch.float16):
+        inputs = dict(tensors)
+        if op.autocast == "promote":
+            inputs[first] = inputs[first].to(low)
+        eligible = [t for _, t in flat(inputs) if t.is_floating_point() and t.dtype != torch.float64]
+        to = {"lower_precision": low, "fp32": torch.float32,
+              "promote": torch.float32 if any(t.dtype == torch.float32 for t in eligible) else low}[op.autocast]
+        with torch.autocast("cpu", dtype=low):
+            got = outputs(call(overload, op, inputs, case.attrs))
+        cast = each(inputs, lambda t: t.to(to) if t.is_floating_point() and t.dtype != torch.float64 else t)
+        want = outputs(call(overload, op, cast, case.attrs))
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            assert g.dtype == w.dtype, f"{op.name} under autocast({low}): output {i} has dtype {g.dtype}, want {w.dtype}"
+            torch.testing.assert_close(g, w, atol=0, rtol=0, equal_nan=True,
+                                       msg=lambda m: f"{op.name} under autocast({low}), output {i}: {m}")
+
+
 def out_opcheck(overload, out_overload, op: OpSpec, case: Case) -> None:
     """opcheck of `<op>.out` into an `out` of the result's shape: its schema, FakeTensor and
     torch.compile's functionalization of the mutation. (Not into an `out` it must resize: torch

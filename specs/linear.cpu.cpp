@@ -2,7 +2,7 @@
 // opgen wrote this file once, as a stub, and never overwrites it; the body below is hand-written.
 //
 // linear(Tensor x, Tensor w, Tensor? bias=None) -> Tensor
-// Before this runs, the generated code has checked the arguments (dtypes float32, float64, devices,
+// Before this runs, the generated code has checked the arguments (dtypes float32, float64, float16, bfloat16, devices,
 // x.dim() == 2, w.dim() == 2, x.size(1) == w.size(1)) and converted every tensor to the output's dtype.
 // `out` is allocated: contiguous, shape [x.size(0), w.size(0)], never empty.
 #include "kernels/linear_kernel.h"

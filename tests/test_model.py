@@ -62,7 +62,7 @@ def test_groups_expand_in_canonical_order():
 
 CASES = [
     # (replace this, with this, line, col, message fragment)
-    ("kernel:", "kernal:", 5, 1, "unknown key 'kernal'; allowed keys: signature, doc, dtypes, shape, checks, kernel, gradient, variants, reference, test; did you mean 'kernel'?"),
+    ("kernel:", "kernal:", 5, 1, "unknown key 'kernal'; allowed keys: signature, doc, dtypes, shape, checks, kernel, gradient, variants, autocast, reference, test; did you mean 'kernel'?"),
     ("  pointwise:", "  pointwize:", 6, 3, "did you mean 'pointwise'?"),
     ("pointwise: weight * a + b", "pointwise: weight * a + c", 6, 27, "unknown name 'c' in kernel expression; known names: a, b, weight"),
     ("pointwise: weight * a + b", "pointwise: wieght * a + b", 6, 14, "did you mean 'weight'?"),
@@ -212,3 +212,26 @@ def test_surrogate_gradient_errors(old, new, line, col, message):
     e = error(STE.replace(old, new, 1))
     assert message in e.message
     assert (e.location.line, e.location.col) == (line, col), str(e)
+
+
+def test_autocast_policy_round_trips():
+    op = parse(GOOD + "autocast: lower_precision\n")
+    assert op.autocast == "lower_precision"
+    assert op.to_dict()["autocast"] == "lower_precision"
+    assert OpSpec.parse(load_spec_source(op.path, yaml.safe_dump(op.to_dict(), sort_keys=False).encode())) == op
+    assert parse(GOOD).autocast is None
+
+
+@pytest.mark.parametrize("value, dtypes, message", [
+    ("fp16", "[floating]", "'autocast' says what torch.autocast casts the floating inputs to: lower_precision: autocast's dtype"),
+    ("fp16", "[floating]", "did you mean 'lower_precision'?"),
+    ("fp23", "[floating]", "did you mean 'fp32'?"),
+    ("[fp32]", "[floating]", "'autocast' says what torch.autocast casts"),
+    ("lower_precision", "[float32, float64]", "autocast: lower_precision casts the inputs to float16, bfloat16, which 'dtypes' "
+                                             "leaves out; add float16 and bfloat16 to 'dtypes'"),
+    ("fp32", "[float64]", "autocast: fp32 casts the inputs to float32, which 'dtypes' leaves out"),
+])
+def test_autocast_errors(value, dtypes, message):
+    e = error(GOOD.replace("[float32, float64, float16, bfloat16]", dtypes) + f"autocast: {value}\n")
+    assert message in e.message, e.message
+    assert (e.location.line, e.location.col) == (10, 11), str(e)

@@ -263,11 +263,12 @@ def test_init_generate_build_load(tmp_path, built_ops):
     gated = {"signature": "gated(Tensor x, Tensor gate) -> Tensor", "dtypes": ["float32", "float64"],
              "shape": "broadcast(x, gate)", "kernel": {"pointwise": "x * gate"}, "gradient": {"x": "grad * gate"}}
     (project / "specs" / "gated.yaml").write_text(yaml.safe_dump(gated))
-    plus = {"signature": "plus(Tensor a, Tensor b) -> Tensor", "dtypes": ["float32", "float64"],
-            "shape": "broadcast(a, b)", "kernel": {"pointwise": "a + b"}, "gradient": "auto"}
+    # the two autocast policies the shipped library leaves out (linear: lower_precision)
+    plus = {"signature": "plus(Tensor a, Tensor b) -> Tensor", "dtypes": ["floating"],
+            "shape": "broadcast(a, b)", "kernel": {"pointwise": "a + b"}, "gradient": "auto", "autocast": "promote"}
     (project / "specs" / "plus.yaml").write_text(yaml.safe_dump(plus))
-    tanh_of = {"signature": "tanh_of(Tensor x) -> Tensor", "dtypes": ["float32", "float64"],
-               "shape": "same(x)", "kernel": {"pointwise": "tanh(x)"}, "gradient": "auto"}
+    tanh_of = {"signature": "tanh_of(Tensor x) -> Tensor", "dtypes": ["float32", "float64", "bfloat16", "float16"],
+               "shape": "same(x)", "kernel": {"pointwise": "tanh(x)"}, "gradient": "auto", "autocast": "fp32"}
     (project / "specs" / "tanh_of.yaml").write_text(yaml.safe_dump(tanh_of))
     (project / "specs" / "bounded.yaml").write_text(yaml.safe_dump(BOUNDED))
     (project / "specs" / "band.yaml").write_text(yaml.safe_dump(BAND))

@@ -2,7 +2,7 @@
 # Edit the spec and run `opgen generate` instead.
 """Property tests of opgen_ops.linear, drawn with hypothesis from its spec. Run with `opgen test`.
 
-Shapes: the spec's example shapes. Dtypes: float32, float64. Layouts: contiguous, transposed, sliced, expanded.
+Shapes: the spec's example shapes. Dtypes: float32, float64, float16, bfloat16. Layouts: contiguous, transposed, sliced, expanded.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ PROJECT = (Path(__file__).resolve().parent / '../..').resolve()
 NAMESPACE = 'opgen_ops'
 OP = load_op(PROJECT, 'linear')
 DIFFERENTIABLE = ['x', 'w', 'bias']
-UNSUPPORTED_DTYPES = [torch.int64, torch.bool, torch.float16]
+UNSUPPORTED_DTYPES = [torch.int64, torch.bool]
 FAILING_ATTRIBUTES = []
 
 
@@ -71,6 +71,12 @@ def test_out_variant_opcheck(overload, case):
     import opgen
 
     P.out_opcheck(overload, getattr(opgen.load(PROJECT), OP.name).out, OP, case)
+
+
+@settings(deadline=None, max_examples=10)
+@given(case=S.cases(OP, dtypes=('float32',), max_side=3))
+def test_autocast_casts_the_inputs(overload, case):
+    P.autocast_casts_inputs(overload, OP, case)
 
 
 @settings(deadline=None, max_examples=3)

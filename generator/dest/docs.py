@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .. import expr as E
 from ..library import Library
-from ..model import CustomKernel, OpSpec, ReduceKernel
+from ..model import AUTOCAST, CustomKernel, OpSpec, ReduceKernel
 from ..render import markdown_code as md_code
 from ..render import render
 from .custom import spec_relative
@@ -69,7 +69,8 @@ def _shapes(op: OpSpec) -> str:
 
 def emit_op(op: OpSpec, lib: Library) -> GeneratedFile:
     text = render("docs/op.md.j2", op=op, ns=lib.namespace, dtype_names=dtype_names(op), kernel=_kernel(op), shapes=_shapes(op),
-                  gradient=_gradient(op), example=_example(op, lib.namespace))
+                  gradient=_gradient(op), example=_example(op, lib.namespace),
+                  autocast_what=AUTOCAST[op.autocast][0] if op.autocast else None)
     return GeneratedFile(f"docs/{op.name}.md", text, op.path)
 
 

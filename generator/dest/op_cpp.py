@@ -17,11 +17,12 @@ from .files import GeneratedFile, Part
 TEMPLATE = "csrc/ops/op.cpp.j2"
 
 
-def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFile:
+def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part | None = None) -> GeneratedFile:
+    """``autograd`` and ``autocast``: the op's sections of those kinds, rendered at the end."""
     if op.is_reduction:
-        return emit_reduction(op, lib, autograd)
+        return emit_reduction(op, lib, autograd, autocast)
     if op.is_custom:
-        return emit_custom(op, lib, autograd)
+        return emit_custom(op, lib, autograd, autocast)
     used = set().union(*(E.names_in(e) for e in op.kernel.exprs))
     attrs = ctx.kernel_attrs(op, used)
     kernel_call = ", ".join(
@@ -43,6 +44,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None) -> GeneratedFil
         op=op,
         ns=lib.namespace,
         autograd=autograd,
+        autocast=autocast,
         qualified_name=ctx.qualified_name(lib.namespace, op),
         params=cpp.parameters(op.schema.arguments),
         args=cpp.names(op.schema.arguments),
@@ -71,7 +73,7 @@ def _is_scalar(op: OpSpec, name: str) -> bool:
     return a is not None and a.type.base == "Scalar"
 
 
-def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None) -> GeneratedFile:
+def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None, autocast: Part | None) -> GeneratedFile:
     r = reduction.reduction(op)
     outs = ["_values", "_indices"] if op.has_indices else ["_out"]
     text = render(
@@ -79,6 +81,7 @@ def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None) -> Generated
         op=op,
         ns=lib.namespace,
         autograd=autograd,
+        autocast=autocast,
         qualified_name=ctx.qualified_name(lib.namespace, op),
         params=cpp.parameters(op.schema.arguments),
         args=cpp.names(op.schema.arguments),
@@ -98,7 +101,7 @@ def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None) -> Generated
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
 
 
-def emit_custom(op: OpSpec, lib: Library, autograd: Part | None) -> GeneratedFile:
+def emit_custom(op: OpSpec, lib: Library, autograd: Part | None, autocast: Part | None) -> GeneratedFile:
     c = custom.custom(op)
     scope = ctx.check_scope(op)
     converted = {*c.plain, *c.optional, *c.lists}
@@ -113,6 +116,7 @@ def emit_custom(op: OpSpec, lib: Library, autograd: Part | None) -> GeneratedFil
         op=op,
         ns=lib.namespace,
         autograd=autograd,
+        autocast=autocast,
         c=c,
         first=c.plain[0] if c.plain else f"{op.shape.tensors[0]}[0]",
         same_list=op.shape.tensors[0] if op.shape.kind == "same" and op.shape.tensors[0] in c.lists else "",

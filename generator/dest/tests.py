@@ -38,6 +38,14 @@ def _backward(op: OpSpec) -> dict | None:
             "grads": list(p.grads), "results": list(p.results)}
 
 
+def _autocast_dtype(op: OpSpec) -> str | None:
+    if op.autocast is None:
+        return None
+    supported = [d.name for d in op.dtypes]
+    order = ("bfloat16", "float16", "float32") if op.autocast == "fp32" else ("float32", "bfloat16", "float16")
+    return next(d for d in order if d in supported)
+
+
 def _shape_violations(op: OpSpec) -> list[int]:
     """The tensor input the test gives a shape that does not broadcast with the first's: one the
     op checks against it (a pointwise op checks every input; a hand-written one those its
@@ -70,6 +78,8 @@ def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
         backward=_backward(op),
         backward_dtypes=tuple(d for d in ("float32", "float64") if d in supported),
         shape_violations=_shape_violations(op),
+        # the inputs' dtype the autocast test draws: one autocast casts (fp32 casts lower precision up)
+        autocast_dtype=_autocast_dtype(op),
         inplace_vmap="inplace" in op.variants and batches_by_broadcasting(op),  # has a batching rule
         failing_attributes=[(a, c) for a, c in testing.invalid_attribute_sets(op)],
     )

@@ -2,7 +2,7 @@
 // Edit the spec and run `opgen generate` instead.
 //
 // The hand-written kernels of opgen_ops.linear: linear(Tensor x, Tensor w, Tensor? bias=None) -> Tensor
-// opgen calls them after the generated checks (dtypes float32, float64, devices, the spec's checks),
+// opgen calls them after the generated checks (dtypes float32, float64, float16, bfloat16, devices, the spec's checks),
 // with every tensor argument converted to the output's dtype; inputs may be non-contiguous.
 #pragma once
 

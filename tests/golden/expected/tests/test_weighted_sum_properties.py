@@ -77,6 +77,12 @@ def test_out_variant_opcheck(overload, case):
     P.out_opcheck(overload, getattr(opgen.load(PROJECT), OP.name).out, OP, case)
 
 
+@settings(deadline=None, max_examples=10)
+@given(case=S.cases(OP, dtypes=('float32',), max_side=3))
+def test_autocast_casts_the_inputs(overload, case):
+    P.autocast_casts_inputs(overload, OP, case)
+
+
 @settings(deadline=None, max_examples=3)
 @given(case=S.cases(OP, max_side=3))
 def test_opcheck(overload, case):
