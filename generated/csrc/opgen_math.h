@@ -184,6 +184,10 @@ OPGEN_UNARY(cos, std::cos(x), x.cos())
 OPGEN_UNARY(tan, std::tan(x), x.tan())
 OPGEN_UNARY(sigmoid, T(1) / (T(1) + std::exp(-x)), Vec<T>(T(1)) / (Vec<T>(T(1)) + x.neg().exp()))
 OPGEN_UNARY(abs, std::abs(x), x.abs())
+// log(1 + exp(x)), as a spec's log1p(exp(x)) prints: max(x, 0) + log1p(exp(-|x|)) is exact there
+// too and does not overflow where exp(x) does (x > 88 in float32); NaN stays NaN.
+OPGEN_UNARY(softplus, (x > T(0) ? x : T(0)) + std::log1p(std::exp(-std::abs(x))),
+            at::vec::clamp_min(x, Vec<T>(T(0))) + x.abs().neg().exp().log1p())
 OPGEN_UNARY(erfc, std::erfc(x), x.erfc())
 OPGEN_UNARY(exp2, std::exp2(x), x.exp2())
 OPGEN_UNARY(log2, std::log2(x), x.log2())

@@ -23,7 +23,7 @@ void softplus_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, con
   [[maybe_unused]] const _fvec _u1v(_u1);
   auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
     using _t = decltype(x);
-    return opgen::where(opgen::gt((_u0 * x), _u1), x, (opgen::log1p(opgen::exp((_u0 * x))) / _u0));
+    return opgen::where(opgen::gt((_u0 * x), _u1), x, (opgen::softplus((_u0 * x)) / _u0));
   };
 
   int64_t _i = _begin;
@@ -81,7 +81,7 @@ void softplus_loop(at::TensorIteratorBase& _iter, double beta, double threshold)
   [[maybe_unused]] const _fvec _u1v(_u1);
   auto _f0 = [=]([[maybe_unused]] auto x, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
     using _t = decltype(x);
-    return opgen::where(opgen::gt((_u0 * x), _u1), x, (opgen::log1p(opgen::exp((_u0 * x))) / _u0));
+    return opgen::where(opgen::gt((_u0 * x), _u1), x, (opgen::softplus((_u0 * x)) / _u0));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {

@@ -17,7 +17,7 @@ void softplus_loop(at::TensorIteratorBase& _iter, double beta, double threshold)
   at::native::gpu_kernel(_iter, [=] GPU_LAMBDA(scalar_t _x_in) -> scalar_t {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
-    return static_cast<scalar_t>(opgen::where(opgen::gt((_u0 * x), _u1), x, (opgen::log1p(opgen::exp((_u0 * x))) / _u0)));
+    return static_cast<scalar_t>(opgen::where(opgen::gt((_u0 * x), _u1), x, (opgen::softplus((_u0 * x)) / _u0)));
   });
 }
 
