@@ -227,7 +227,7 @@ def test_list_and_new(project, capsys):
     # with every operator it registers: out= and in-place overloads, backward op; as the op file defines them
     assert "\n    testops.relu.out(Tensor x, *, Tensor(a!) out) -> ()\n" in out
     assert "\n    testops.relu_(Tensor(a!) x) -> ()\n" in out
-    assert "\n    testops.relu_backward(Tensor grad, Tensor x, SymInt[] x__shape) -> Tensor\n" in out
+    assert "\n    testops.relu_backward(Tensor grad, Tensor result, SymInt[] x__shape) -> Tensor\n" in out
     assert run(project, "generate") == 0
     listed = {line.strip().removeprefix("testops.") for line in out.splitlines()[1:]}
     defined = set()

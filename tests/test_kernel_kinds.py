@@ -337,6 +337,28 @@ def test_multi_output_pointwise_parses_round_trips_and_derives():
     assert E.unparse(substitute(f, {"grad_x": E.Name("grad"), "grad_y": E.Num(0)})) == "grad * (r * -sin(theta))"
 
 
+def test_multi_output_gradients_split_into_pieces_masked_by_given_flags():
+    """Each incoming gradient's terms of a formula, so a backward can leave out those of an output
+    that was not used: exact pieces when every additive term reads one gradient, else the formula
+    with the other gradients 0 (formulas are linear in them), kept whole when all are given."""
+    from opgen import expr as E
+    from opgen.derivatives import gradient_pieces, masked_by_given_gradients
+
+    grads = ("grad_x", "grad_y")
+    theta = E.parse_expr("grad_y * x - grad_x * y")
+    exact, pieces = gradient_pieces(theta, grads)
+    assert exact and [(g, sign, E.unparse(p)) for g, sign, p in pieces] == [("grad_y", 1, "grad_y * x"), ("grad_x", -1, "grad_x * y")]
+    assert E.unparse(masked_by_given_gradients(theta, grads)) == \
+        "where(grad_y__given, grad_y * x, 0) - where(grad_x__given, grad_x * y, 0)"
+    grouped = E.parse_expr("grad_x * a - grad_y * b + grad_x * c")  # a gradient in two terms: one piece
+    assert [(g, s, E.unparse(p)) for g, s, p in gradient_pieces(grouped, grads)[1]] == [
+        ("grad_x", 1, "grad_x * a + grad_x * c"), ("grad_y", -1, "grad_y * b")]
+    shared = E.parse_expr("(grad_x + grad_y) * exp(t)")
+    exact, pieces = gradient_pieces(shared, grads)
+    assert not exact and [E.unparse(p) for _, _, p in pieces] == ["grad_x * exp(t)", "grad_y * exp(t)"]
+    assert E.unparse(masked_by_given_gradients(shared, grads)).startswith("where(grad_x__given and grad_y__given, (grad_x + grad_y) * exp(t), ")
+
+
 @pytest.mark.parametrize("old, new, message", [
     ("    y: r * sin(theta)\n", "", "give an expression for every output; missing: y"),
     ("    y: r * sin(theta)", "    y: r * sin(theta)\n    z: r", "unknown key 'z'; allowed keys: x, y"),

@@ -42,7 +42,7 @@ def test_matches_float64_reference(overload, case):
 @given(case=S.cases(OP))
 def test_meta_kernel_matches_cpu(overload, case):
     P.meta_matches_cpu(overload, OP, case)
-BACKWARD = {'name': 'relu_backward', 'inputs': ['x'], 'saved': ['x'], 'attributes': [], 'grads': ['grad'], 'results': ['result']}
+BACKWARD = {'name': 'relu_backward', 'inputs': ['x'], 'saved': ['result'], 'attributes': [], 'grads': ['grad'], 'results': ['result']}
 
 
 @settings(deadline=None)

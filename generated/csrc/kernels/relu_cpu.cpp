@@ -97,26 +97,26 @@ void relu_loop(at::TensorIteratorBase& _iter) {
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
 template <typename scalar_t>
-void relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _x_ptr) {
+void relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _result_ptr) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x) {
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto result) {
     using _t = decltype(grad);
-    return opgen::where(opgen::gt(x, _t(0.0)), grad, _t(0.0));
+    return opgen::where(opgen::gt(result, _t(0.0)), grad, _t(0.0));
   };
 
   int64_t _i = _begin;
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
-      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
-      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo), _f0(_grad_hi, _x_hi)).store(_out + _i);
+      auto [_result_lo, _result_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_result_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _result_lo), _f0(_grad_hi, _result_hi)).store(_out + _i);
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
-      const scalar_t x = _x_ptr[_i];
-      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x)));
+      const scalar_t result = _result_ptr[_i];
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(result)));
     }
   } else {
     // Two vectors per step, both computed before either is stored: a store may alias the inputs,
@@ -125,32 +125,32 @@ void relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out
       _vec _r0[2];
       for (int64_t _k = 0; _k < 2; ++_k) {
         const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
-        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
-        _r0[_k] = _f0(grad, x);
+        const _vec result = _vec::loadu(_result_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad, result);
       }
       _r0[0].store(_out + _i);
       _r0[1].store(_out + _i + _vec::size());
     }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
-      const _vec x = _vec::loadu(_x_ptr + _i);
-      _f0(grad, x).store(_out + _i);
+      const _vec result = _vec::loadu(_result_ptr + _i);
+      _f0(grad, result).store(_out + _i);
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
-      const scalar_t x = _x_ptr[_i];
-      _out[_i] = _f0(grad, x);
+      const scalar_t result = _result_ptr[_i];
+      _out[_i] = _f0(grad, result);
     }
   }
 }
 
 template <typename scalar_t>
-void relu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _x_ptr) {
+void relu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _result_ptr) {
   if (_n < at::internal::GRAIN_SIZE) {
-    relu_backward_contiguous_chunk<scalar_t>(0, _n, _out, _grad_ptr, _x_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    relu_backward_contiguous_chunk<scalar_t>(0, _n, _out, _grad_ptr, _result_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
   } else {
     at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
-      relu_backward_contiguous_chunk<scalar_t>(_begin, _end, _out, _grad_ptr, _x_ptr);
+      relu_backward_contiguous_chunk<scalar_t>(_begin, _end, _out, _grad_ptr, _result_ptr);
     });
   }
 }
@@ -160,25 +160,25 @@ void relu_backward_loop(at::TensorIteratorBase& _iter) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x) {
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto result) {
     using _t = decltype(grad);
-    return opgen::where(opgen::gt(x, _t(0.0)), grad, _t(0.0));
+    return opgen::where(opgen::gt(result, _t(0.0)), grad, _t(0.0));
   };
 
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad, scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x))); },
-        [=](_vec grad, _vec x) -> _vec {
+        [=](scalar_t grad, scalar_t result) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(result))); },
+        [=](_vec grad, _vec result) -> _vec {
           auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo), _f0(_grad_hi, _x_hi));
+          auto [_result_lo, _result_hi] = at::vec::convert_to_float<scalar_t>(result);
+          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _result_lo), _f0(_grad_hi, _result_hi));
         });
   } else {
     at::native::cpu_kernel_vec(
         _iter,
-        [=](scalar_t grad, scalar_t x) -> scalar_t { return _f0(grad, x); },
-        [=](_vec grad, _vec x) -> _vec { return _f0(grad, x); });
+        [=](scalar_t grad, scalar_t result) -> scalar_t { return _f0(grad, result); },
+        [=](_vec grad, _vec result) -> _vec { return _f0(grad, result); });
   }
 }
 
@@ -231,16 +231,16 @@ void relu_backward_kernel(at::TensorIteratorBase& _iter) {
 }
 
 
-void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _grad_ptr, const void* _x_ptr) {
+void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _grad_ptr, const void* _result_ptr) {
   switch (_dtype) {
     case at::ScalarType::Float:
-      return relu_backward_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr));
+      return relu_backward_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_result_ptr));
     case at::ScalarType::Double:
-      return relu_backward_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr));
+      return relu_backward_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_result_ptr));
     case at::ScalarType::Half:
-      return relu_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out), static_cast<const at::Half*>(_grad_ptr), static_cast<const at::Half*>(_x_ptr));
+      return relu_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out), static_cast<const at::Half*>(_grad_ptr), static_cast<const at::Half*>(_result_ptr));
     case at::ScalarType::BFloat16:
-      return relu_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_x_ptr));
+      return relu_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_result_ptr));
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.relu_backward", "(): no CPU kernel for dtype ", _dtype);
   }

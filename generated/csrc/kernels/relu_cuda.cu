@@ -22,11 +22,11 @@ void relu_loop(at::TensorIteratorBase& _iter) {
 template <typename scalar_t>
 void relu_backward_loop(at::TensorIteratorBase& _iter) {
   using opmath_t = at::opmath_type<scalar_t>;
-  at::native::gpu_kernel(_iter, [=] GPU_LAMBDA(scalar_t _grad_in, scalar_t _x_in) -> scalar_t {
+  at::native::gpu_kernel(_iter, [=] GPU_LAMBDA(scalar_t _grad_in, scalar_t _result_in) -> scalar_t {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t grad = static_cast<opmath_t>(_grad_in);
-    [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
-    return static_cast<scalar_t>(opgen::where(opgen::gt(x, _t(0.0)), grad, _t(0.0)));
+    [[maybe_unused]] const opmath_t result = static_cast<opmath_t>(_result_in);
+    return static_cast<scalar_t>(opgen::where(opgen::gt(result, _t(0.0)), grad, _t(0.0)));
   });
 }
 

@@ -10,14 +10,14 @@ namespace DEFAULT {
 void relu_kernel(at::TensorIteratorBase& _iter);
 void relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
 void relu_backward_kernel(at::TensorIteratorBase& _iter);
-void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr);
+void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _result_ptr);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void relu_kernel(at::TensorIteratorBase& _iter);
 void relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
 void relu_backward_kernel(at::TensorIteratorBase& _iter);
-void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr);
+void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _result_ptr);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -25,7 +25,7 @@ namespace AVX512 {
 void relu_kernel(at::TensorIteratorBase& _iter);
 void relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr);
 void relu_backward_kernel(at::TensorIteratorBase& _iter);
-void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr);
+void relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _result_ptr);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -192,22 +192,22 @@ namespace {
 
 constexpr const char* _bw_op = "opgen_ops.relu_backward";
 
-at::ScalarType relu_backward_check(const at::Tensor& grad, const at::Tensor& x, c10::SymIntArrayRef x__shape) {
+at::ScalarType relu_backward_check(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
   opgen::check_defined(grad, _bw_op, "grad");
-  opgen::check_defined(x, _bw_op, "x");
-  opgen::check_same_device(x, grad, _bw_op, "x", "grad");
-  const at::ScalarType _dtype = opgen::result_type({ grad, x });
+  opgen::check_defined(result, _bw_op, "result");
+  opgen::check_same_device(result, grad, _bw_op, "result", "grad");
+  const at::ScalarType _dtype = opgen::result_type({ grad, result });
   TORCH_CHECK_TYPE(at::isFloatingType(_dtype), _bw_op, "(): gradients must be floating point, got ", opgen::dtype_name(_dtype));
   return _dtype;
 }
 
 }  // namespace
 
-at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10::SymIntArrayRef x__shape) {
-  const at::ScalarType _dtype = relu_backward_check(grad, x, x__shape);
+at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
+  const at::ScalarType _dtype = relu_backward_check(grad, result, x__shape);
   at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
-                                                 grad.options().dtype(_dtype), { grad, x });
-  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, x })) {
+                                                 grad.options().dtype(_dtype), { grad, result });
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, result })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::relu_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
@@ -221,12 +221,12 @@ at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
       , decltype(&cpu::DEFAULT::relu_backward_contiguous){}
 #endif
       , /*avx512_in_cache=*/false);
-    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr());
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), result.const_data_ptr());
   } else if (grad.numel() > 0) {
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_g0)
                      .add_const_input(grad)
-                     .add_const_input(x)
+                     .add_const_input(result)
                      .promote_inputs_to_common_dtype(true)
                      .build();
 #if defined(OPGEN_WITH_CUDA)
@@ -253,9 +253,9 @@ at::Tensor relu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
   return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
 }
 
-at::Tensor relu_backward_meta(const at::Tensor& grad, const at::Tensor& x, c10::SymIntArrayRef x__shape) {
-  const at::ScalarType _dtype = relu_backward_check(grad, x, x__shape);
-  return opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, x });
+at::Tensor relu_backward_meta(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
+  const at::ScalarType _dtype = relu_backward_check(grad, result, x__shape);
+  return opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, result });
 }
 
 }  // namespace opgen_ops
@@ -264,7 +264,7 @@ TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("relu(Tensor x) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("relu.out(Tensor x, *, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
   m.def("relu_(Tensor(a!) x) -> ()", {at::Tag::pt2_compliant_tag});
-  m.def("relu_backward(Tensor grad, Tensor x, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
+  m.def("relu_backward(Tensor grad, Tensor result, SymInt[] x__shape) -> Tensor", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
@@ -311,7 +311,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 // unlike torch::autograd::Function, works under torch.func transforms (grad, vjp, jacrev, hessian).
 // The node's backward calls opgen_ops::relu_backward through the dispatcher, so torch.compile
 // and AOTAutograd trace it.
-//   x: where(x > 0, grad, 0)
+//   x: where(result > 0, grad, 0)
 
 namespace opgen_ops {
 namespace {
@@ -329,12 +329,12 @@ struct ReluBackward : public torch::autograd::TraceableFunction {
   }
 
   void release_variables() override {
-    x__saved.reset_data();
+    result__saved.reset_data();
   }
 
   torch::autograd::variable_list apply(torch::autograd::variable_list&& _grads) override;
 
-  torch::autograd::SavedVariable x__saved;
+  torch::autograd::SavedVariable result__saved;
   std::vector<c10::SymInt> x__shape;
   at::ScalarType x__dtype;
 };
@@ -344,13 +344,13 @@ torch::autograd::variable_list ReluBackward::apply(torch::autograd::variable_lis
   if (!_grads[0].defined()) {
     return _grad_inputs;
   }
-  const at::Tensor x = x__saved.unpack();
+  const at::Tensor result = result__saved.unpack(this->getptr());
   const at::Tensor& grad = _grads[0];
   if (at::GradMode::is_enabled()) {
     // create_graph=True: the formulas as differentiable ATen ops, so ATen differentiates them again.
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
     if (this->task_should_compute_output(0)) {
-      _grad_inputs[0] = at::sum_to([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(x, _c0), grad, _c0); }(), x__shape).to(x__dtype);
+      _grad_inputs[0] = at::sum_to([&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(result, _c0), grad, _c0); }(), x__shape).to(x__dtype);
     }
     return _grad_inputs;
   }
@@ -358,7 +358,7 @@ torch::autograd::variable_list ReluBackward::apply(torch::autograd::variable_lis
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::relu_backward", "")
         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef)>();
-    const at::Tensor _g = _backward.call(grad, x, x__shape);
+    const at::Tensor _g = _backward.call(grad, result, x__shape);
     _grad_inputs[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);
   }
   return _grad_inputs;
@@ -372,7 +372,7 @@ at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] co
   if (x__t.defined()) {
     const at::Tensor& grad = x__t;
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    at::Tensor _term = [&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(x, _c0), grad, _c0); }();
+    at::Tensor _term = [&] { const at::Tensor _c0 = _s(0.0); return at::where(at::gt(result, _c0), grad, _c0); }();
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
@@ -384,7 +384,6 @@ at::Tensor relu_autograd(c10::DispatchKeySet _ks, const at::Tensor& x) {
   if (torch::autograd::compute_requires_grad(x)) {
     _grad_fn = c10::make_intrusive<ReluBackward>();
     _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
-    _grad_fn->x__saved = torch::autograd::SavedVariable(x, /*is_output=*/false);
     _grad_fn->x__shape = x.sym_sizes().vec();
     _grad_fn->x__dtype = x.scalar_type();
   }
@@ -402,13 +401,16 @@ at::Tensor relu_autograd(c10::DispatchKeySet _ks, const at::Tensor& x) {
     at::Tensor _tangent = _tangent_of(x._fw_primal(/*level=*/0), result, x._fw_grad(/*level=*/0));
     result._set_fw_grad(_tangent, /*level=*/0, /*is_inplace_op=*/false);
   }
+  // Saved after its tangent is set, so the saved copy has it too (forward-over-reverse).
+  if (_grad_fn) {
+    _grad_fn->result__saved = torch::autograd::SavedVariable(result, /*is_output=*/true);
+  }
   return result;
 }
 
 
 // In place, `relu_`, as ATen's in-place kernels: the same node, recorded on 'x' by
-// rebasing its history (through CopySlices when 'x' is a view); the formulas read
-// 'x' as it was before the call, so a copy of it is saved.
+// rebasing its history (through CopySlices when 'x' is a view).
 void relu_inplace_autograd(c10::DispatchKeySet _ks, at::Tensor& x) {
   static const auto _inplace_op = c10::Dispatcher::singleton()
       .findSchemaOrThrow("opgen_ops::relu_", "")
@@ -420,13 +422,10 @@ void relu_inplace_autograd(c10::DispatchKeySet _ks, at::Tensor& x) {
   if (_requires_grad) {
     _grad_fn = c10::make_intrusive<ReluBackward>();
     _grad_fn->set_next_edges(torch::autograd::collect_next_edges(x));
-    _grad_fn->x__saved = torch::autograd::SavedVariable(x.clone(), /*is_output=*/false);
     _grad_fn->x__shape = x.sym_sizes().vec();
     _grad_fn->x__dtype = x.scalar_type();
   }
   const bool _forward_grad = opgen::has_forward_grad({ x });
-  // the primal of 'x' before the call, which the tangent formulas read
-  const at::Tensor _original = _forward_grad ? x._fw_primal(/*level=*/0).clone() : at::Tensor();
   {
     // below Autograd only: the ADInplaceOrView kernel bumps the version of 'x'
     at::AutoDispatchBelowAutograd _guard;
@@ -435,7 +434,7 @@ void relu_inplace_autograd(c10::DispatchKeySet _ks, at::Tensor& x) {
   if (_forward_grad) {
     // as ATen's in-place kernels: the new tangent is copied into the one 'x' has, if any
     const at::Tensor _self_t = x._fw_grad(/*level=*/0);
-    const at::Tensor _tangent = _tangent_of(_original, x._fw_primal(/*level=*/0), x._fw_grad(/*level=*/0));
+    const at::Tensor _tangent = _tangent_of(x._fw_primal(/*level=*/0), x._fw_primal(/*level=*/0), x._fw_grad(/*level=*/0));
     if (_self_t.defined()) {
       _self_t.copy_(_tangent);
     } else {
@@ -445,6 +444,7 @@ void relu_inplace_autograd(c10::DispatchKeySet _ks, at::Tensor& x) {
   if (_grad_fn) {
     _grad_fn->add_input_metadata(x);
     torch::autograd::impl::rebase_history(x, {_grad_fn, 0});
+    _grad_fn->result__saved = torch::autograd::SavedVariable(x, /*is_output=*/true, x.is_view());
   }
 }
 
