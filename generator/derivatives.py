@@ -156,8 +156,8 @@ def _call(e: E.Call, x: str) -> E.Expr:
     if fn == "log":
         return div(du, u)
     if fn == "log1p":
-        if isinstance(u, E.Call) and u.fn == "exp":  # softplus: exp(v) / (1 + exp(v)) is inf / inf for large v
-            return mul(call("sigmoid", u.args[0]), derivative(u.args[0], x))
+        if (v := E.softplus_argument(e)) is not None:  # exp(v) / (1 + exp(v)) is inf / inf for large v
+            return mul(call("sigmoid", v), derivative(v, x))
         return div(du, add(ONE, u))
     if fn == "expm1":
         return mul(call("exp", u), du)

@@ -471,6 +471,14 @@ def rename(e: Expr, names: dict[str, str]) -> Expr:
     return dataclasses.replace(e, **changes)
 
 
+def softplus_argument(e: Expr) -> Expr | None:
+    """``v`` when ``e`` is ``log1p(exp(v))``, log(1 + exp(v)), which the printers and the
+    derivative treat as one function (its literal form overflows for large v)."""
+    if isinstance(e, Call) and e.fn == "log1p" and isinstance(e.args[0], Call) and e.args[0].fn == "exp":
+        return e.args[0].args[0]
+    return None
+
+
 def names_in(e: Expr) -> set[str]:
     return {n.id for n in walk(e) if isinstance(n, Name) and n.id not in ("True", "False")}
 

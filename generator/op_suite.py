@@ -27,6 +27,7 @@ from opgen import testing
 from opgen.config import load_config
 from opgen.derivatives import fwd_over_rev_checkable
 from opgen.dest import backward
+from opgen.dest.autograd_cpp import node_name
 from opgen.library import load_library
 from opgen.model import OpSpec
 
@@ -801,7 +802,7 @@ def test_inplace_variant_autograd(op, built_ops):
     copy = tensors[first] * 1
     args, kwargs = _call_args(op, {**tensors, first: copy}, attrs)
     inplace(*args, **kwargs)
-    assert copy.grad_fn.name() == f"{NAMESPACE}::{_node_name(op)}", copy.grad_fn.name()
+    assert copy.grad_fn.name() == f"{NAMESPACE}::{node_name(op)}", copy.grad_fn.name()
     for name, got, w in zip(tensors, torch.autograd.grad(copy, leaves, cotangent), want):
         torch.testing.assert_close(got, w, msg=lambda m: f"{op.name}_: gradient of '{name}': {m}")
 
@@ -830,10 +831,6 @@ def test_inplace_variant_autograd(op, built_ops):
             result.sum().backward()
     else:
         result.sum().backward()
-
-
-def _node_name(op) -> str:
-    return "".join(p.capitalize() for p in op.name.split("_")) + "Backward"
 
 
 def test_inplace_variant_casts_into_its_first_argument(op, built_ops):

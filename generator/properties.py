@@ -109,14 +109,20 @@ def gradients_check(overload, op: OpSpec, case: Case, differentiable: list[str])
         assert torch.autograd.gradgradcheck(fn, leaves, check_fwd_over_rev=forward_ad and fwd_over_rev_checkable(op))
 
 
+def _writes_in_place(overload, op: OpSpec, tensors: dict, attrs: dict) -> bool:
+    """Whether `<op>_` can write the result into the first argument: it has the result's shape (a
+    larger result, a broadcast, is refused; inplace_matches_out_of_place checks that)."""
+    return outputs(call(overload, op, tensors, attrs))[0].shape == tensors[op.schema.arguments[0].name].shape
+
+
 def inplace_gradients_check(overload, inplace, op: OpSpec, case: Case, differentiable: list[str]) -> None:
     """`<op>_` into a copy of its first argument (a leaf can't be written in place) records the op's
     node on it: gradcheck and gradgradcheck through the in-place call, and the same gradients as the
     out-of-place op's."""
     template = case.tensors(op, dtype=torch.float64)
     first = op.schema.arguments[0].name
-    if outputs(call(overload, op, template, case.attrs))[0].shape != template[first].shape:
-        return  # a result larger than the first argument (a broadcast) is not written in place
+    if not _writes_in_place(overload, op, template, case.attrs):
+        return
     checked = [n for n in differentiable if n not in op.test.surrogate]
     names = [k for k, _ in flat(template)]
     leaves = tuple(v.detach().requires_grad_(k in checked) for k, v in flat(template))
@@ -159,17 +165,25 @@ def _stacked(values):
     return torch.stack(values)
 
 
-def vmap_matches_loop(overload, op: OpSpec, case: Case) -> None:
+def vmap_matches_loop(overload, op: OpSpec, case: Case, inplace=None) -> None:
     """torch.vmap over three samples against calling the op on each: every tensor input batched,
     then only the first (the others shared). The generated batching rule (ops that broadcast) and
-    functorch's per-sample fallback (the others) must both give what the op gives."""
+    functorch's per-sample fallback (the others) must both give what the op gives. With
+    ``inplace``, vmap runs `<op>_` into a copy of the first argument instead."""
     import dataclasses
 
     samples = [dataclasses.replace(case, seed=case.seed + i).tensors(op) for i in range(3)]
     names = [a.name for a in op.tensor_inputs]
+    if inplace is not None and not _writes_in_place(overload, op, samples[0], case.attrs):
+        return
 
     def fn(*ts):
-        return call(overload, op, dict(zip(names, ts)), case.attrs)
+        tensors = dict(zip(names, ts))
+        if inplace is None:
+            return call(overload, op, tensors, case.attrs)
+        tensors[names[0]] = tensors[names[0]].clone()
+        call(inplace, op, tensors, case.attrs)
+        return tensors[names[0]]
 
     for batched_names in (names, names[:1]):
         per_sample = [{n: s[n] if n in batched_names else samples[0][n] for n in names} for s in samples]
@@ -179,33 +193,7 @@ def vmap_matches_loop(overload, op: OpSpec, case: Case) -> None:
         want = [outputs(call(overload, op, s, case.attrs)) for s in per_sample]
         for i, g in enumerate(got):
             torch.testing.assert_close(g, torch.stack([w[i] for w in want]), equal_nan=True,
-                                       msg=lambda m: f"{op.name}: vmap over {', '.join(batched_names)}, output {i}: {m}")
-
-
-def inplace_vmap_matches_loop(overload, inplace, op: OpSpec, case: Case) -> None:
-    """torch.vmap of `<op>_` into a copy of its first argument against the out-of-place op on each
-    of three samples: every tensor input batched, then only the first."""
-    import dataclasses
-
-    samples = [dataclasses.replace(case, seed=case.seed + i).tensors(op) for i in range(3)]
-    names = [a.name for a in op.tensor_inputs]
-    first = names[0]
-    if outputs(call(overload, op, samples[0], case.attrs))[0].shape != samples[0][first].shape:
-        return  # a result larger than the first argument (a broadcast) is not written in place
-
-    def written(*ts):
-        tensors = dict(zip(names, ts))
-        tensors[first] = tensors[first].clone()
-        call(inplace, op, tensors, case.attrs)
-        return tensors[first]
-
-    for batched_names in (names, names[:1]):
-        args = [_stacked([s[n] for s in samples]) if n in batched_names else samples[0][n] for n in names]
-        in_dims = tuple(0 if n in batched_names and a is not None else None for n, a in zip(names, args))
-        got = torch.vmap(written, in_dims=in_dims)(*args)
-        want = [call(overload, op, {n: s[n] if n in batched_names else samples[0][n] for n in names}, case.attrs) for s in samples]
-        torch.testing.assert_close(got, torch.stack(want), equal_nan=True,
-                                   msg=lambda m: f"{op.name}_: vmap over {', '.join(batched_names)}: {m}")
+                                       msg=lambda m: f"{op.name}{'_' if inplace else ''}: vmap over {', '.join(batched_names)}, output {i}: {m}")
 
 
 def autocast_casts_inputs(overload, op: OpSpec, case: Case) -> None:

@@ -92,7 +92,7 @@ def test_inplace_vmap_matches_a_loop_over_samples(overload, case):
     import opgen
 
     inplace = getattr(opgen.load(PROJECT), OP.name + "_").default
-    P.inplace_vmap_matches_loop(overload, inplace, OP, case)
+    P.vmap_matches_loop(overload, OP, case, inplace=inplace)
 
 
 @settings(deadline=None, max_examples=10)

@@ -92,9 +92,9 @@ class _KernelPrinter:
                 fast = self.extremum(e)
                 if fast is not None:
                     return fast
-            if _is_softplus(e):  # log(1 + exp(v)), which the literal form overflows for large v
+            if (v := E.softplus_argument(e)) is not None:
                 self.computes_series = True
-                return f"opgen::softplus({self.element(e.args[0].args[0])})"
+                return f"opgen::softplus({self.element(v)})"
             self.computes_series |= FUNCTIONS[e.fn].series
             return f"opgen::{e.fn}({', '.join(self.element(a) for a in e.args)})"
         raise TypeError(f"not an element expression: {e!r}")
@@ -137,10 +137,6 @@ class _KernelPrinter:
         if code not in table:
             table.append(code)
         return f"{prefix}{table.index(code)}"
-
-
-def _is_softplus(e: E.Call) -> bool:
-    return e.fn == "log1p" and isinstance(e.args[0], E.Call) and e.args[0].fn == "exp"
 
 
 def kernel_code(exprs: E.Expr | list[E.Expr], scope: E.Scope, tensor_params: list[str]) -> KernelCode:

@@ -132,9 +132,9 @@ class _Reference:
                 return f"({args[1]} if {args[0]} else {args[2]})"
             if self.uniform(e):
                 return f"float({FUNCTIONS[e.fn].torch.format(*(f'_t({a})' for a in args))})"
-            if e.fn == "log1p" and isinstance(e.args[0], E.Call) and e.args[0].fn == "exp":
+            if (v := E.softplus_argument(e)) is not None:
                 # log(1 + exp(v)) as the kernel computes it, without exp's overflow (v > 709 in float64)
-                inner = self.print(e.args[0].args[0])
+                inner = self.print(v)
                 return f"torch.logaddexp({inner}, torch.zeros_like({inner}))"
             args = [a if not self.uniform(x) else f"_t({a})" for a, x in zip(args, e.args)]
             return FUNCTIONS[e.fn].torch.format(*args)
