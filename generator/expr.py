@@ -211,6 +211,9 @@ class _Converter:
             raise ExprError(c, f"attribute access is not supported; did you mean to call {node.attr}()?")
         if isinstance(node, ast.IfExp):
             raise ExprError(c, "'a if cond else b' is not supported; write where(cond, a, b)")
+        if isinstance(node, ast.Subscript):
+            raise ExprError(c, "indexing is not supported in expressions; declare one attribute per value "
+                               "(float c0, float c1) or read a list attribute in a hand-written kernel")
         raise ExprError(c, f"unsupported syntax ({type(node).__name__})")
 
 

@@ -546,7 +546,7 @@ class _SpecParser:
         return ShapeRule(e.fn, tuple(names))
 
     def reduce_shape(self, path: tuple, e: E.Call, tensors: list[str]) -> ShapeRule:
-        usage = ("reduce(x, dim) or reduce(x, dim, keepdim): a tensor input, an int or int[] attribute (or, for a hand-written "
+        usage = ("reduce(x, dim) or reduce(x, dim, keepdim): a tensor input, an int, int[] or int[]? attribute (or, for a hand-written "
                  "kernel, an integer such as -1), a bool attribute (or True/False)")
         if not 2 <= len(e.args) <= 3 or not isinstance(e.args[0], E.Name):
             raise SpecError(self.src.inner_location(path, e.col), f"use {usage}")
@@ -558,9 +558,10 @@ class _SpecParser:
         if isinstance(dim_arg, E.Name):
             dim = dim_arg.id
             arg = self.schema.argument(dim)
-            if arg is None or arg.type.base != "int" or arg.type.optional:
+            if arg is None or arg.type.base != "int" or (arg.type.optional and not arg.type.is_list):
                 raise SpecError(self.src.inner_location(path, dim_arg.col),
-                                f"'{dim}' must be an 'int' or 'int[]' argument of the signature, e.g. 'int[1] dim'")
+                                f"'{dim}' must be an 'int', 'int[]' or 'int[]?' argument of the signature, e.g. 'int[1] dim' "
+                                "or 'int[1]? dim=None' (None reduces every dim)")
         else:
             literal = dim_arg.operand if isinstance(dim_arg, E.Unary) and dim_arg.op == "-" else dim_arg
             if not isinstance(literal, E.Num) or not isinstance(literal.value, int):

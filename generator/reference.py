@@ -7,9 +7,9 @@ from typing import Callable, Sequence, Union
 import torch
 
 
-def reduce_dims(x: torch.Tensor, dim: Union[int, Sequence[int]]) -> tuple[int, ...]:
-    """The reduced dims as a tuple, every dim when none are given (as torch.sum does)."""
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+def reduce_dims(x: torch.Tensor, dim: Union[int, Sequence[int], None]) -> tuple[int, ...]:
+    """The reduced dims as a tuple, every dim when none are given (None or [], as torch.sum does)."""
+    dims = (dim,) if isinstance(dim, int) else tuple(dim or ())
     return dims if dims else tuple(range(x.dim()))
 
 

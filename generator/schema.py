@@ -332,6 +332,10 @@ class _Parser:
         if self.peek()[1] == "?":
             self.take()
             optional = True
+        if base == "bool" and is_list and (size is None or optional):
+            # the dispatcher hands C++ kernels a bool list only as std::array<bool, N>
+            raise SchemaError(col, "a bool list needs a fixed size and can't be optional, as ATen's 'bool[3] output_mask'; "
+                                   "or take an 'int[]' of 0s and 1s")
         return Type(base, is_list, size, optional, alias)
 
     def argument(self, kwarg_only: bool) -> Argument:

@@ -80,7 +80,7 @@ def attribute_values(op: OpSpec) -> st.SearchStrategy[dict[str, Any]]:
 
 def reduce_dims(op: OpSpec, ndim: int) -> st.SearchStrategy[Any]:
     """Valid values of a reduction's dim argument for an input of ``ndim`` dims: each dim at most
-    once, negative or not; for `int[]`, any subset (empty: all dims)."""
+    once, negative or not; for `int[]`, any subset (empty: all dims); for `int[]?`, also None."""
     arg = op.schema.argument(op.shape.dim or "")
     assert arg is not None
     bound = max(ndim, 1)
@@ -88,9 +88,11 @@ def reduce_dims(op: OpSpec, ndim: int) -> st.SearchStrategy[Any]:
     if not arg.type.is_list:
         return one
     if ndim == 0:
-        return st.sampled_from(([], [0], [-1]))
-    return st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim).flatmap(
-        lambda ds: st.tuples(*[st.sampled_from((d, d - ndim)) for d in ds]).map(list))
+        lists = st.sampled_from(([], [0], [-1]))
+    else:
+        lists = st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim).flatmap(
+            lambda ds: st.tuples(*[st.sampled_from((d, d - ndim)) for d in ds]).map(list))
+    return st.one_of(st.none(), lists) if arg.type.optional else lists
 
 
 def reduction_cases(op: OpSpec, names: tuple[str, ...], max_side: int, layouts: tuple[str, ...]) -> st.SearchStrategy[Case]:

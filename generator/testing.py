@@ -95,14 +95,15 @@ def _choices(op: OpSpec, name: str) -> list[Any]:
                     options += [o.value for o in n.options]
                 if isinstance(n, E.Compare) and isinstance(n.lhs, E.Name) and n.lhs.id == name and isinstance(n.rhs, E.Str):
                     options.append(n.rhs.value)
-    elif arg.type.optional:
-        options.append(None)
     elif name == op.shape.dim:  # a reduction's dims: drawn per shape by the strategies
         options += [(), (0,)] if arg.type.is_list else [0]
-    elif arg.type.is_list:
-        options += [tuple(_CANDIDATES.get(arg.type.base, ())[:1])]
     else:
-        options += list(_CANDIDATES.get(arg.type.base, ()))
+        if arg.type.optional:  # None, then values: kernels must handle both
+            options.append(None)
+        if arg.type.is_list:
+            options += [tuple(_CANDIDATES.get(arg.type.base, ())[:1]) * (arg.type.list_size or 1)]
+        else:
+            options += list(_CANDIDATES.get(arg.type.base, ()))
     seen: list[Any] = []
     for o in options:
         if o not in seen:
@@ -111,13 +112,20 @@ def _choices(op: OpSpec, name: str) -> list[Any]:
 
 
 def attribute_sets(op: OpSpec, limit: int = 4) -> list[dict[str, Any]]:
-    """Up to ``limit`` attribute assignments that pass the op's checks, defaults first."""
+    """Up to ``limit`` attribute assignments that pass the op's checks: the first choices (the
+    defaults) first, then each attribute's other choices one at a time, then combinations. (The
+    product alone would vary only the last attributes within the limit.)"""
     names = [a.name for a in op.attributes]
+    choices = [_choices(op, n) for n in names]
+    if not all(choices):  # an attribute nothing suggests a value for (a str without default or check)
+        return []
     checks = [compile_condition(c) for c in attribute_checks(op)]
+    firsts = tuple(c[0] for c in choices)
+    one_at_a_time = (firsts[:i] + (v,) + firsts[i + 1:] for i, c in enumerate(choices) for v in c[1:])
     out: list[dict[str, Any]] = []
-    for values in itertools.product(*(_choices(op, n) for n in names)):
+    for values in itertools.chain([firsts] if names else [()], one_at_a_time, itertools.product(*choices)):
         env = dict(zip(names, values))
-        if all(c(env) for c in checks):
+        if env not in out and all(c(env) for c in checks):
             out.append(env)
             if len(out) >= limit:
                 break

@@ -61,6 +61,7 @@ def test_kinds(text, kind):
         ("exp(" * 100 + "x" + ")" * 100, 260, "too deeply nested"),
         # what a PyTorch or NumPy user writes first, answered with the language's own spelling
         ("x if x > 0 else 0", 0, "write where(cond, a, b)"),
+        ("c[0] + x * c[1]", 0, "indexing is not supported in expressions; declare one attribute per value (float c0, float c1)"),
         ("(x > 0) & (y > 0)", 0, "combine conditions with 'and'"),
         ("x > 0 | y > 0", 4, "combine conditions with 'or'"),
         ("~(x > 0)", 0, "negate a condition with 'not'"),

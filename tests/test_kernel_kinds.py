@@ -81,7 +81,8 @@ def test_max_with_indices():
 
 @pytest.mark.parametrize("old, new, line, col, message", [
     ("reduce(x, dim, keepdim)", "reduce(y, dim, keepdim)", 3, 15, "reduce() reduces a tensor input; tensor inputs are: x"),
-    ("reduce(x, dim, keepdim)", "reduce(x, keepdim)", 3, 18, "'keepdim' must be an 'int' or 'int[]' argument"),
+    ("reduce(x, dim, keepdim)", "reduce(x, keepdim)", 3, 18, "'keepdim' must be an 'int', 'int[]' or 'int[]?' argument"),
+    ("int[1] dim,", "int? dim,", 3, 18, "or 'int[1]? dim=None' (None reduces every dim)"),
     ("reduce(x, dim, keepdim)", "reduce(x, dim, dim)", 3, 23, "'dim' must be a 'bool' argument"),
     ("combine: sum}", "combine: summ}", 5, 33, "unknown combine 'summ'; use one of sum, mean, prod, max, min, logsumexp"),
     ("combine: sum}", "combine: 'a + x'}", 5, 38, "unknown name 'x' in combine expression"),

@@ -133,6 +133,28 @@ def test_dims_are_validated(built_ops):
     assert built_ops.sum_squares(s, [0]) == 4 and built_ops.sum_squares(s, [-1], True).shape == ()
 
 
+def test_dim_none_reduces_every_dim_as_torch(built_ops, typed_api):
+    """`int[1]? dim=None` (l2_norm and sum_squares, as torch.linalg.vector_norm and torch.sum):
+    omitted or None reduces every dim; values, out=, both autograd modes and a compiled graph."""
+    x = torch.randn(3, 4, 5, dtype=torch.float64, requires_grad=True)
+    for name, ref in (("l2_norm", lambda t, **kw: torch.linalg.vector_norm(t, **kw)),
+                      ("sum_squares", lambda t, **kw: (t * t).sum(**kw))):
+        op, typed = getattr(built_ops, name), getattr(typed_api, name)
+        torch.testing.assert_close(op(x), ref(x))
+        torch.testing.assert_close(typed(x), ref(x))
+        torch.testing.assert_close(op(x, None, True), ref(x, dim=None, keepdim=True))
+        torch.testing.assert_close(typed(x, keepdim=True), ref(x, dim=None, keepdim=True))
+        torch.testing.assert_close(op(x, [0, 2]), ref(x, dim=(0, 2)))
+        out = torch.empty(7, dtype=torch.float64)
+        typed(x.detach(), out=out)
+        assert out.shape == () and torch.allclose(out, ref(x.detach()))
+        assert torch.autograd.gradcheck(lambda t: op(t, None, True), (x,), check_forward_ad=True)
+        assert torch.autograd.gradgradcheck(lambda t: op(t), (x,), check_fwd_over_rev=True)
+        torch.library.opcheck(op.default, (x,), {"dim": None, "keepdim": True})
+        compiled = torch.compile(lambda t: typed(t) + typed(t, [1]).sum(), backend="aot_eager", fullgraph=True)
+        torch.testing.assert_close(compiled(x), ref(x) + ref(x, dim=1).sum())
+
+
 def test_out_variant(built_ops):
     x = torch.randn(4, 5)
     out = torch.empty(0)

@@ -13,6 +13,7 @@ ROUND_TRIP = [
     "f(Tensor x, int[2] dims=[0, 1], bool keepdim=False, float? eps=None, Scalar s=2) -> Tensor",
     "g(Tensor x, Tensor[] xs, Tensor? bias=None, SymInt n=3) -> (Tensor values, Tensor indices)",
     "h(Tensor(a!) x, float[] w=[0.5, 2.0], int k=-1, float lo=-1e-06) -> Tensor",
+    "l(Tensor x, int[1]? dim=None, float[]? v=None, SymInt[]? s=None, bool[3] mask=[True, False, True], str? how=None) -> Tensor",
 ]
 
 
@@ -57,6 +58,8 @@ def test_parts():
         ("f(Tensor x, int k=9223372036854775808) -> Tensor", 18, "an int default must fit in int64, found '9223372036854775808'"),
         ("f(Tensor x, Scalar k=-9223372036854775809) -> Tensor", 21, "a Scalar default must fit in int64"),
         ("f(Tensor x, int[2] k=[1, 99999999999999999999]) -> Tensor", 25, "(PyTorch reads defaults with std::stoll"),
+        ("f(Tensor x, bool[] m) -> Tensor", 12, "a bool list needs a fixed size and can't be optional, as ATen's 'bool[3] output_mask'"),
+        ("f(Tensor x, bool[2]? m=None) -> Tensor", 12, "a bool list needs a fixed size"),
     ],
 )
 def test_errors_point_at_the_problem(text, col, message):
@@ -78,3 +81,18 @@ def test_defaults_that_torch_reads_are_accepted(argument):
     literal = argument.split("=")[1]
     assert (default, type(default)) == ((float(literal), float) if "float" in argument else (int(literal), int))
     torch._C.parse_schema(str(FunctionSchema.parse(text)))
+
+
+@pytest.mark.parametrize("text, cpp_type", [
+    ("int[1]?", "at::OptionalIntArrayRef"),
+    ("SymInt[]?", "at::OptionalSymIntArrayRef"),
+    ("float[]?", "std::optional<at::ArrayRef<double>>"),  # as torchgen: the dispatcher knows no OptionalArrayRef<double>
+    ("float[]", "at::ArrayRef<double>"),
+    ("bool[2]", "std::array<bool, 2>"),
+    ("Scalar?", "const std::optional<at::Scalar>&"),
+])
+def test_cpp_types_are_the_dispatchers(text, cpp_type):
+    from opgen.api import cpp
+
+    (arg,) = FunctionSchema.parse(f"f(Tensor x, *, {text} a) -> Tensor").attributes
+    assert cpp.argument_type(arg.type) == cpp_type

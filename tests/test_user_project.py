@@ -112,6 +112,14 @@ for args in ((0.037, 3, -100, 90), (0.5, 0, -8, 7)):
     assert torch.equal(mine, theirs), args
     gq = torch.randn_like(xq)
     assert torch.equal(torch.autograd.grad(mine, xq, gq)[0], torch.autograd.grad(theirs, xq, gq)[0]), args
+# every kind of attribute, none at its default; the node keeps its own copies of the lists
+xa = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+ya = ops.every_attribute(xa, [1], True, w=list([3.0]), v=[1.0, 2.0], k=[2], s=[1], flags=[False, True], pair=[4, 5],
+                         eps=0.5, how="up", sc=2, name="b", t=3)
+torch.testing.assert_close(ya, xa.detach().sum(1, keepdim=True) * -6 + (0.5 + 2 + 5 + 2 + 1 + 3 + 1 + 1))
+torch.testing.assert_close(torch.autograd.grad(ya.sum(), xa)[0], torch.full_like(xa, -6.0))
+torch.testing.assert_close(ops.every_attribute(xa.detach()), xa.detach().sum() * 2 + 3)
+torch.autograd.gradcheck(lambda t: ops.every_attribute(t, None, w=[1.5], v=[1.0], pair=[1, 2], sc=1.5), (xa,))
 sys.path.insert(0, sys.argv[1] + "/generated/python")
 import myops
 assert myops.hostile_doc.__doc__.startswith(sys.argv[2]), myops.hostile_doc.__doc__
@@ -216,9 +224,76 @@ FAKE_QUANT = {
                  "((torch.clamp(torch.round(x * (1 / scale)) + zero_point, quant_min, quant_max) - zero_point) * scale - x).detach()",
     "test": {"surrogate": ["x"]}}
 TRAP_SUM = {"signature": "trap_sum(Tensor x, int[1] dim, bool keepdim=False, *, float a=2.0, float b=0.5) -> Tensor",
-            "dtypes": ["float32", "float64"], "shape": "reduce(x, dim, keepdim)",
+            "dtypes": ["float32", "float64"], "shape": "reduce(x, dim, keepdim)", "checks": ["a != 0"],
             "kernel": {"reduce": {"map": "a * x * x + b", "combine": "a + b", "identity": 0, "post": "acc / a"}},
             "gradient": {"x": "2 * x * grad"}}
+
+
+# A hand-written reduction over `int[1]? dim=None` taking every kind of attribute, with a hand-written
+# backward: the C++ types the dispatcher hands kernels (optional lists, bool[N], Scalar?, str?),
+# the copies the autograd node keeps of them, and the generic suite's attribute sets, which try
+# each attribute's values (None and a value for optional ones) against the reference.
+EVERY_ATTRIBUTE = {
+    "signature": "every_attribute(Tensor x, int[1]? dim=None, bool keepdim=False, *, float[] w=[1.0, 2.0], "
+                 "float[]? v=None, int[] k=[2], SymInt[] s=[2], bool[2] flags=[True, False], int[2]? pair=None, "
+                 "float? eps=None, str? how=None, Scalar? sc=None, str name='a', Scalar t=1) -> Tensor",
+    "dtypes": ["float32", "float64"], "shape": "reduce(x, dim, keepdim)",
+    "kernel": {"cpu": "every_attribute.cpu.cpp"},
+    "gradient": {"kernel": {"cpu": "every_attribute_backward.cpu.cpp"}},
+    "reference": "torch.sum(x, dim, keepdim) * w[0] * k[0] * (1 if flags[0] else -1) + (0.0 if eps is None else eps) "
+                 "+ (0.0 if v is None else v[-1]) + (0.0 if pair is None else pair[1]) + (0.0 if sc is None else sc) "
+                 "+ s[0] + t + (1.0 if how == 'up' else 0.0) + (1.0 if name == 'b' else 0.0)",
+    "test": {"shapes": {"x": [3, 4]}}}
+EVERY_ATTRIBUTE_KERNEL = """#include "kernels/every_attribute_kernel.h"
+
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+
+namespace myops {
+
+void every_attribute_cpu(const at::Tensor& out, const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                         at::ArrayRef<double> w, std::optional<at::ArrayRef<double>> v, at::IntArrayRef k,
+                         c10::SymIntArrayRef s, std::array<bool, 2> flags, at::OptionalIntArrayRef pair,
+                         std::optional<double> eps, std::optional<c10::string_view> how,
+                         const std::optional<at::Scalar>& sc, c10::string_view name, const at::Scalar& t) {
+  const double scale = w[0] * static_cast<double>(k[0]) * (flags[0] ? 1 : -1);
+  const double shift = eps.value_or(0.0) + (v.has_value() ? v->back() : 0.0) + (pair.has_value() ? (*pair)[1] : 0) +
+                       (sc.has_value() ? sc->toDouble() : 0.0) + static_cast<double>(s[0].expect_int()) + t.toDouble() +
+                       (how == "up" ? 1.0 : 0.0) + (name == "b" ? 1.0 : 0.0);
+  out.copy_(at::sum(x, dim, keepdim) * scale + shift);
+}
+
+}  // namespace myops
+"""
+EVERY_ATTRIBUTE_BACKWARD = """#include "kernels/every_attribute_kernel.h"
+
+#include <ATen/Functions.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/WrapDimUtilsMulti.h>
+
+namespace myops {
+
+void every_attribute_backward_cpu(const at::Tensor& grad, const at::Tensor& x, at::OptionalIntArrayRef dim, bool keepdim,
+                                  at::ArrayRef<double> w, std::optional<at::ArrayRef<double>> v, at::IntArrayRef k,
+                                  c10::SymIntArrayRef s, std::array<bool, 2> flags, at::OptionalIntArrayRef pair,
+                                  std::optional<double> eps, std::optional<c10::string_view> how,
+                                  const std::optional<at::Scalar>& sc, c10::string_view name, const at::Scalar& t,
+                                  const at::Tensor& result, const at::Tensor& grad_x) {
+  at::Tensor g = grad;
+  if (!keepdim && x.dim() > 0) {
+    const auto reduced = at::dim_list_to_bitset(dim.has_value() && !dim->empty() ? *dim : at::IntArrayRef(), x.dim());
+    const bool all = !dim.has_value() || dim->empty();
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      if (all || reduced[d]) {
+        g = g.unsqueeze(d);
+      }
+    }
+  }
+  grad_x.copy_(g.expand_as(x) * (w[0] * static_cast<double>(k[0]) * (flags[0] ? 1 : -1)));
+}
+
+}  // namespace myops
+"""
 
 
 # A hand-written kernel whose gradient formula reads every tensor method added for such formulas;
@@ -278,6 +353,9 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "trap_names.yaml").write_text(yaml.safe_dump(TRAP_NAMES))
     (project / "specs" / "trap_sum.yaml").write_text(yaml.safe_dump(TRAP_SUM))
     (project / "specs" / "fake_quant.yaml").write_text(yaml.safe_dump(FAKE_QUANT))
+    (project / "specs" / "every_attribute.yaml").write_text(yaml.safe_dump(EVERY_ATTRIBUTE))
+    (project / "specs" / "every_attribute.cpu.cpp").write_text(EVERY_ATTRIBUTE_KERNEL)
+    (project / "specs" / "every_attribute_backward.cpu.cpp").write_text(EVERY_ATTRIBUTE_BACKWARD)
     subprocess.run([*opgen, "--project", str(project), "generate"], check=True)
     subprocess.run([*opgen, "--project", str(project), "check"], check=True)
     build = subprocess.run([*opgen, "--project", str(project), "build"], capture_output=True, text=True)

@@ -9,20 +9,52 @@ from ..capabilities import CPU_CAPABILITIES
 from ..schema import Argument, FunctionSchema, Type
 
 _SCALAR_TYPES = {"int": "int64_t", "SymInt": "c10::SymInt", "float": "double", "bool": "bool", "str": "c10::string_view", "Scalar": "at::Scalar"}
-_LIST_TYPES = {"int": "at::IntArrayRef", "SymInt": "c10::SymIntArrayRef", "float": "at::ArrayRef<double>", "bool": "at::ArrayRef<bool>", "Tensor": "at::TensorList"}
+_LIST_TYPES = {"int": "at::IntArrayRef", "SymInt": "c10::SymIntArrayRef", "float": "at::ArrayRef<double>", "Tensor": "at::TensorList"}
+# as torchgen spells them: the dispatcher knows `float[]?` only as std::optional<ArrayRef<double>>
+_OPTIONAL_LIST_TYPES = {"int": "at::OptionalIntArrayRef", "SymInt": "at::OptionalSymIntArrayRef",
+                        "float": "std::optional<at::ArrayRef<double>>"}
 
 
 def argument_type(t: Type) -> str:
     """The C++ parameter type the dispatcher hands a kernel for schema type ``t``."""
     if t.base == "Tensor" and not t.is_list:
         return "const std::optional<at::Tensor>&" if t.optional else "const at::Tensor&"
+    if t.is_list and t.base == "bool":
+        return f"std::array<bool, {t.list_size}>"
     if t.is_list:
         inner = _LIST_TYPES[t.base]
-        return f"at::OptionalArrayRef<{inner.removeprefix('at::ArrayRef<').removesuffix('>')}>" if t.optional and t.base != "Tensor" else inner
+        return _OPTIONAL_LIST_TYPES[t.base] if t.optional and t.base != "Tensor" else inner
     inner = _SCALAR_TYPES[t.base]
     if t.base == "Scalar":
         return "const std::optional<at::Scalar>&" if t.optional else "const at::Scalar&"
     return f"std::optional<{inner}>" if t.optional else inner
+
+
+_MEMBER_TYPES = {"float": "double", "int": "int64_t", "bool": "bool", "str": "std::string", "Scalar": "double", "SymInt": "c10::SymInt"}
+
+
+def member_type(t: Type) -> str:
+    """The type an autograd node keeps an attribute in: owning, since the call's lists and strings
+    are views that die with the call (a `Scalar` is kept as the double the formulas compute with)."""
+    if t.is_list and t.base == "bool":
+        return argument_type(t)
+    inner = f"std::vector<{_MEMBER_TYPES[t.base]}>" if t.is_list else _MEMBER_TYPES[t.base]
+    return f"std::optional<{inner}>" if t.optional else inner
+
+
+def to_member(t: Type, name: str) -> str:
+    """C++ turning argument ``name`` into its ``member_type``."""
+    if t.is_list or t.optional:
+        return f"opgen::owned({name})"
+    return {"Scalar": f"{name}.toDouble()", "str": f"std::string({name})"}.get(t.base, name)
+
+
+def from_member(t: Type, member: str) -> tuple[str, str]:
+    """The type and C++ of a kept attribute as the dispatcher's argument type accepts it: only an
+    optional list needs converting (there is no conversion from std::optional<std::vector<T>>)."""
+    if t.is_list and t.optional:
+        return argument_type(t), f"opgen::borrowed({member})"
+    return member_type(t), member
 
 
 def returns_type(schema: FunctionSchema) -> str:

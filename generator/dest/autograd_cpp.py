@@ -17,10 +17,6 @@ from .files import Part
 
 TEMPLATE = "csrc/autograd/op.cpp.j2"
 
-# How the backward node keeps an attribute that a formula reads (Scalars are read as double).
-MEMBER_TYPES = {"float": "double", "int": "int64_t", "bool": "bool", "str": "std::string", "Scalar": "double", "SymInt": "c10::SymInt"}
-TO_MEMBER = {"Scalar": "{n}.toDouble()", "str": "std::string({n})"}
-
 
 def node_name(op: OpSpec) -> str:
     return "".join(p.capitalize() for p in op.name.split("_")) + "Backward"
@@ -54,21 +50,21 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
         args=cpp.names(args),
         tensor_args=", ".join(tensors),
         edge={n: i for i, n in enumerate(tensors)},
-        attr_type={a.name: MEMBER_TYPES[a.type.base] for a in bw.attributes},
-        attr_value={a.name: TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes},
+        attr_type={a.name: cpp.member_type(a.type) for a in bw.attributes},
+        attr_value={a.name: cpp.to_member(a.type, a.name) for a in bw.attributes},
         tangent_params=", ".join(
             [f"[[maybe_unused]] const at::Tensor& {n}" for n in tensors]
-            + [f"{MEMBER_TYPES[a.type.base]} {a.name}" for a in bw.attributes]
+            + [f"{cpp.member_type(a.type)} {a.name}" for a in bw.attributes]
             + [f"[[maybe_unused]] const at::Tensor& {r}" for r in bw.results]
             + [f"const at::Tensor& {n}__t" for n in bw.differentiated]
         ),
         primal_args=", ".join(
             [f"{n}._fw_primal(/*level=*/0)" for n in tensors]
-            + [TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes]
+            + [cpp.to_member(a.type, a.name) for a in bw.attributes]
         ),
         inplace_primal_args=", ".join(
             [("_original" if inplace and n == inplace.self and n in bw.saved else f"{n}._fw_primal(/*level=*/0)") for n in tensors]
-            + [TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in bw.attributes]
+            + [cpp.to_member(a.type, a.name) for a in bw.attributes]
         ),
         composite=composite,
         pieces=_pieces(bw, scope) if len(bw.grads) > 1 else {},

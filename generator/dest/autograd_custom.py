@@ -9,7 +9,7 @@ from ..library import Library
 from ..model import OpSpec, TENSOR_KIND, _formula_kind
 from ..render import render
 from . import custom
-from .autograd_cpp import MEMBER_TYPES, TO_MEMBER, node_name
+from .autograd_cpp import node_name
 from .files import Part
 
 TEMPLATE = "csrc/autograd/custom.cpp.j2"
@@ -58,8 +58,9 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
         tensor_args=", ".join(a.name for a in op.tensor_inputs),
         saved=saved,
         attributes=attributes,
-        attr_type={a.name: MEMBER_TYPES[a.type.base] for a in attributes},
-        attr_value={a.name: TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in attributes},
+        attr_type={a.name: cpp.member_type(a.type) for a in attributes},
+        attr_value={a.name: cpp.to_member(a.type, a.name) for a in attributes},
+        attr_local={a.name: cpp.from_member(a.type, f"{a.name}__attr") for a in attributes},
         composite=composite,
     )
     return Part(TEMPLATE, text)

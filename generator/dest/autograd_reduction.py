@@ -9,7 +9,7 @@ from ..derivatives import gradient_formulas
 from ..library import Library
 from ..model import OpSpec, attribute_kind
 from ..render import render
-from .autograd_cpp import MEMBER_TYPES, TO_MEMBER, node_name
+from .autograd_cpp import node_name
 from .files import Part
 
 TEMPLATE = "csrc/autograd/reduction.cpp.j2"
@@ -52,12 +52,13 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
         saved=saved,
         dim=op.shape.dim,
         dim_type="std::vector<int64_t>" if dim_arg.type.is_list else "int64_t",
-        dim_value=f"{op.shape.dim}.vec()" if dim_arg.type.is_list else op.shape.dim,
+        dim_value=(f"opgen::saved_dims({op.shape.dim})" if dim_arg.type.optional
+                   else f"{op.shape.dim}.vec()" if dim_arg.type.is_list else op.shape.dim),
         keepdim=keepdim or "_keepdim",
         keepdim_value=keepdim or "false",
         attributes=attributes,
-        attr_type={a.name: MEMBER_TYPES[a.type.base] for a in attributes},
-        attr_value={a.name: TO_MEMBER.get(a.type.base, "{n}").format(n=a.name) for a in attributes},
+        attr_type={a.name: cpp.member_type(a.type) for a in attributes},
+        attr_value={a.name: cpp.to_member(a.type, a.name) for a in attributes},
         composite="" if op.has_indices else aten_expr.aten(formula, scope(op)),
         ties=aten_expr.aten(op.kernel.map, scope(op)) if ties else "",
     )

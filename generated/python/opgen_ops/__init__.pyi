@@ -71,10 +71,10 @@ def isclose(a: Tensor, b: Tensor, *, rtol: float = 1e-05, atol: float = 1e-08, o
     """
     ...
 
-def l2_norm(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
-    """Euclidean norm over `dim`, sqrt of the sum of squares.
+def l2_norm(x: Tensor, dim: Optional[Sequence[int]] = None, keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Euclidean norm over `dim` (every dim when None), sqrt of the sum of squares, like `torch.linalg.vector_norm(x, 2, dim, keepdim)`.
 
-    Schema: ``l2_norm(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    Schema: ``l2_norm(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     ...
 
@@ -146,10 +146,10 @@ def softplus(x: Tensor, *, beta: float = 1.0, threshold: float = 20.0, out: Opti
     """
     ...
 
-def sum_squares(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
-    """Sum of squares over `dim` (every dim when empty), accumulated in float32 for half and bfloat16.
+def sum_squares(x: Tensor, dim: Optional[Sequence[int]] = None, keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Sum of squares over `dim` (every dim when None or empty), accumulated in float32 for half and bfloat16.
 
-    Schema: ``sum_squares(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    Schema: ``sum_squares(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     ...
 

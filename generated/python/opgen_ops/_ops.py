@@ -167,10 +167,10 @@ _l2_norm__out = _ns.l2_norm.out
 _l2_norm__out_eager = _eager(_l2_norm__out)
 
 
-def l2_norm(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
-    """Euclidean norm over `dim`, sqrt of the sum of squares.
+def l2_norm(x: Tensor, dim: Optional[Sequence[int]] = None, keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Euclidean norm over `dim` (every dim when None), sqrt of the sum of squares, like `torch.linalg.vector_norm(x, 2, dim, keepdim)`.
 
-    Schema: ``l2_norm(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    Schema: ``l2_norm(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     if out is None:
         return (_l2_norm__default if _compiling() else _l2_norm__default_eager)(x, dim, keepdim)  # type: ignore[no-any-return]
@@ -346,10 +346,10 @@ _sum_squares__out = _ns.sum_squares.out
 _sum_squares__out_eager = _eager(_sum_squares__out)
 
 
-def sum_squares(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
-    """Sum of squares over `dim` (every dim when empty), accumulated in float32 for half and bfloat16.
+def sum_squares(x: Tensor, dim: Optional[Sequence[int]] = None, keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Sum of squares over `dim` (every dim when None or empty), accumulated in float32 for half and bfloat16.
 
-    Schema: ``sum_squares(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    Schema: ``sum_squares(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     if out is None:
         return (_sum_squares__default if _compiling() else _sum_squares__default_eager)(x, dim, keepdim)  # type: ignore[no-any-return]

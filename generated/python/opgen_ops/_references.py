@@ -47,7 +47,7 @@ def isclose_reference(a: torch.Tensor, b: torch.Tensor, *, rtol: float = 1e-05, 
 
 
 # l2_norm: specs/l2_norm.yaml; the spec's reference expression
-def l2_norm_reference(x: torch.Tensor, dim: Sequence[int], keepdim: bool = False):  # noqa: ARG001
+def l2_norm_reference(x: torch.Tensor, dim: Optional[Sequence[int]] = None, keepdim: bool = False):  # noqa: ARG001
     return torch.linalg.vector_norm(x, 2, dim=dim or None, keepdim=keepdim)
 
 
@@ -97,7 +97,7 @@ def softplus_reference(x: torch.Tensor, *, beta: float = 1.0, threshold: float =
 
 
 # sum_squares: specs/sum_squares.yaml; the kernel expression evaluated with torch
-def sum_squares_reference(x: torch.Tensor, dim: Sequence[int], keepdim: bool = False):  # noqa: ARG001
+def sum_squares_reference(x: torch.Tensor, dim: Optional[Sequence[int]] = None, keepdim: bool = False):  # noqa: ARG001
     return torch.sum((x * x), _reduce_dims(x, dim), keepdim)
 
 

@@ -462,6 +462,21 @@ inline DimMask reduce_mask(int64_t ndim, int64_t dim, const char* op, const char
   return reduce_mask(ndim, at::IntArrayRef(dim), op, arg);
 }
 
+// `int[1]? dim=None`: None reduces every dim, as torch.sum(x, dim=None).
+inline DimMask reduce_mask(int64_t ndim, const at::OptionalIntArrayRef& dims, const char* op, const char* arg) {
+  return reduce_mask(ndim, dims.has_value() ? *dims : at::IntArrayRef(), op, arg);
+}
+
+// The autograd node's saved dims (a vector; exact, so not ambiguous between the two above).
+inline DimMask reduce_mask(int64_t ndim, const std::vector<int64_t>& dims, const char* op, const char* arg) {
+  return reduce_mask(ndim, at::IntArrayRef(dims), op, arg);
+}
+
+// The dims to save for backward: None becomes the empty list, which also reduces every dim.
+inline std::vector<int64_t> saved_dims(const at::OptionalIntArrayRef& dims) {
+  return dims.has_value() ? dims->vec() : std::vector<int64_t>();
+}
+
 template <typename Dims>
 inline DimMask reduce_mask(const at::Tensor& x, const Dims& dims, const char* op, const char* arg) {
   return reduce_mask(x.dim(), dims, op, arg);

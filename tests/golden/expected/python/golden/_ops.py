@@ -99,10 +99,10 @@ _l2_norm__out = _ns.l2_norm.out
 _l2_norm__out_eager = _eager(_l2_norm__out)
 
 
-def l2_norm(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
-    """Euclidean norm over `dim`, sqrt of the sum of squares.
+def l2_norm(x: Tensor, dim: Optional[Sequence[int]] = None, keepdim: bool = False, *, out: Optional[Tensor] = None) -> Tensor:
+    """Euclidean norm over `dim` (every dim when None), sqrt of the sum of squares, like `torch.linalg.vector_norm(x, 2, dim, keepdim)`.
 
-    Schema: ``l2_norm(Tensor x, int[1] dim, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    Schema: ``l2_norm(Tensor x, int[1]? dim=None, bool keepdim=False) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
     """
     if out is None:
         return (_l2_norm__default if _compiling() else _l2_norm__default_eager)(x, dim, keepdim)  # type: ignore[no-any-return]

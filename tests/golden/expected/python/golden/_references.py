@@ -32,7 +32,7 @@ def isclose_reference(a: torch.Tensor, b: torch.Tensor, *, rtol: float = 1e-05, 
 
 
 # l2_norm: specs/l2_norm.yaml; the spec's reference expression
-def l2_norm_reference(x: torch.Tensor, dim: Sequence[int], keepdim: bool = False):  # noqa: ARG001
+def l2_norm_reference(x: torch.Tensor, dim: Optional[Sequence[int]] = None, keepdim: bool = False):  # noqa: ARG001
     return torch.linalg.vector_norm(x, 2, dim=dim or None, keepdim=keepdim)
 
 
