@@ -123,7 +123,7 @@ def derivative(e: E.Expr, x: str) -> E.Expr:
 
 
 def _is_condition(e: E.Expr) -> bool:
-    return (isinstance(e, (E.Compare, E.BoolOp, E.In)) or (isinstance(e, E.Unary) and e.op == "not")
+    return (isinstance(e, (E.Compare, E.BoolOp, E.In, E.IsNone)) or (isinstance(e, E.Unary) and e.op == "not")
             or (isinstance(e, E.Call) and e.fn == "isfinite"))
 
 

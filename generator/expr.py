@@ -82,6 +82,13 @@ class In:
 
 
 @dataclass(frozen=True)
+class IsNone:
+    """`eps is None` for an optional attribute (`eps is not None` is `not (eps is None)`)."""
+    operand: Name
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
 class Call:
     fn: str
     args: tuple["Expr", ...]
@@ -96,7 +103,7 @@ class Method:
     col: int = field(default=0, compare=False)
 
 
-Expr = Union[Num, Str, Name, Unary, Binary, Compare, BoolOp, In, Call, Method]
+Expr = Union[Num, Str, Name, Unary, Binary, Compare, BoolOp, In, IsNone, Call, Method]
 
 # Operators a PyTorch user reaches for, with what the language has instead.
 _BITWISE_HINTS = {
@@ -187,6 +194,11 @@ class _Converter:
                         raise ExprError(self.col(operand), _BITWISE_HINTS[type(operand.op)])
                 raise ExprError(c, "chained comparisons are not supported; combine them with 'and'")
             op_node, right = node.ops[0], node.comparators[0]
+            if isinstance(op_node, (ast.Is, ast.IsNot)):
+                if not (isinstance(right, ast.Constant) and right.value is None and isinstance(node.left, ast.Name)):
+                    raise ExprError(c, "'is' only tests an optional attribute against None, e.g. eps is None")
+                test = IsNone(Name(node.left.id, c), c)
+                return Unary("not", test, c) if isinstance(op_node, ast.IsNot) else test
             if isinstance(op_node, ast.In):
                 if not isinstance(right, (ast.List, ast.Tuple)):
                     raise ExprError(self.col(right), "'in' needs a list of literals, e.g. x in ['a', 'b']")
@@ -239,6 +251,7 @@ class Scope:
     elementwise: bool  # tensors stand for their elements (kernels, gradients)
     what: str  # 'kernel expression', 'check', ...
     hints: dict[str, str] = field(default_factory=dict)  # unknown name -> what to write instead
+    optional: frozenset[str] = frozenset()  # attributes that may be None (`float? eps=None`)
 
     def kind_of(self, name: Name) -> str:
         if name.id in ("True", "False"):
@@ -339,6 +352,11 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
             if (k == STR) != isinstance(o, Str):
                 raise ExprError(o.col, "the list after 'in' must hold values of the attribute's type")
         return BOOL
+    if isinstance(e, IsNone):
+        scope.kind_of(e.operand)
+        if e.operand.id not in scope.optional:
+            raise ExprError(e.operand.col, f"'{e.operand.id}' is never None: only optional attributes (float? eps=None) are")
+        return BOOL
     if isinstance(e, Method):
         if e.method not in METHODS and e.method in FUNCTIONS:
             if scope.names.get(e.obj.id) == TENSOR:
@@ -419,6 +437,49 @@ def _described(kind: str) -> str:
     return _DESCRIPTIONS.get(kind, f"a {kind}")
 
 
+def check_optional_guards(e: Expr, scope: Scope) -> None:
+    """Raises at the first read of an optional attribute's value that a `where` or a condition
+    does not guard with `is not None` (`where(eps is None, x, x + eps)`, `eps is None or eps > 0`).
+    Printers read None as 0, so a guarded read computes a value nobody uses."""
+    if scope.optional:
+        _guarded(e, scope.optional, frozenset())
+
+
+def _guarded(e: Expr, optional: frozenset[str], present: frozenset[str]) -> None:
+    if isinstance(e, Name):
+        if e.id in optional and e.id not in present:
+            raise ExprError(e.col, f"'{e.id}' may be None here; read it where it is known not to be, e.g. "
+                                   f"where({e.id} is None, ..., <uses of {e.id}>) or {e.id} is None or <condition on {e.id}>")
+        return
+    if isinstance(e, IsNone):
+        return
+    if isinstance(e, Call) and e.fn == "where":
+        c, a, b = e.args
+        _guarded(c, optional, present)
+        _guarded(a, optional, present | _known(c, True))
+        _guarded(b, optional, present | _known(c, False))
+        return
+    if isinstance(e, BoolOp):
+        known = present
+        for v in e.values:  # each operand may rely on the ones before it (checks short-circuit)
+            _guarded(v, optional, known)
+            known = known | _known(v, e.op == "and")
+        return
+    for child in _CHILDREN[type(e)](e):
+        _guarded(child, optional, present)
+
+
+def _known(c: Expr, holds: bool) -> frozenset[str]:
+    """Optional attributes known not to be None where condition ``c`` holds (or fails)."""
+    if isinstance(c, IsNone):
+        return frozenset() if holds else frozenset({c.operand.id})
+    if isinstance(c, Unary) and c.op == "not":
+        return _known(c.operand, not holds)
+    if isinstance(c, BoolOp) and (c.op == "and") == holds:  # all of `a and b` hold; all of `a or b` fail
+        return frozenset().union(*(_known(v, holds) for v in c.values))
+    return frozenset()
+
+
 def walk(e: Expr) -> list[Expr]:
     """Every node of ``e``, parents before children, left to right."""
     out: list[Expr] = []
@@ -442,6 +503,7 @@ _CHILDREN = {
     Compare: lambda e: (e.lhs, e.rhs),
     BoolOp: lambda e: e.values,
     In: lambda e: (e.operand, *e.options),
+    IsNone: lambda e: (e.operand,),
     Call: lambda e: e.args,
     Method: lambda e: (e.obj, *e.args),
 }
@@ -502,7 +564,10 @@ def _unparse(e: Expr, parent: int) -> str:
         return repr(e.value)
     if isinstance(e, Name):
         return e.id
-    if isinstance(e, Unary):
+    if isinstance(e, Unary) and e.op == "not" and isinstance(e.operand, IsNone):
+        p = _PREC["cmp"]
+        s = f"{e.operand.operand.id} is not None"
+    elif isinstance(e, Unary):
         p = _PREC["neg" if e.op == "-" else "not"]
         s = ("-" if e.op == "-" else "not ") + _unparse(e.operand, p)
     elif isinstance(e, Binary):
@@ -520,6 +585,9 @@ def _unparse(e: Expr, parent: int) -> str:
     elif isinstance(e, In):
         p = _PREC["cmp"]
         s = f"{_unparse(e.operand, p + 1)} in [{', '.join(_unparse(o, 0) for o in e.options)}]"
+    elif isinstance(e, IsNone):
+        p = _PREC["cmp"]
+        s = f"{e.operand.id} is None"
     elif isinstance(e, Call):
         return f"{e.fn}({', '.join(_unparse(a, 0) for a in e.args)})"
     elif isinstance(e, Method):

@@ -327,9 +327,18 @@ def reduction_derivable(kernel: ReduceKernel, indexed: bool) -> bool:
 
 def attribute_kind(a: Argument) -> str:
     t = a.type
-    if t.is_list or t.optional:
+    if t.is_list or (t.optional and t.base not in OPTIONAL_ATTRIBUTE_BASES):
         return "unusable"
     return {"float": E.NUM, "Scalar": E.NUM, "int": E.INT, "SymInt": E.INT, "bool": E.BOOL, "str": E.STR}[t.base]
+
+
+# Optional attributes expressions may read, guarded by `is None` tests (a Scalar? has no C++
+# value type the kernels take; write float?).
+OPTIONAL_ATTRIBUTE_BASES = ("float", "int", "bool", "str")
+
+
+def optional_attributes(arguments) -> frozenset[str]:
+    return frozenset(a.name for a in arguments if a.type.optional and not a.type.is_list and a.type.base in OPTIONAL_ATTRIBUTE_BASES)
 
 
 class _SpecParser:
@@ -457,7 +466,7 @@ class _SpecParser:
                 raise self.argument_error(self.schema.argument(name), f"argument name '{name}' is taken: in the {what} it names "
                                                                       f"{EXPRESSION_NAMES.get(name, 'an output')}; rename the argument")
         names.update(extra or {})
-        return E.Scope(names, elementwise, what)
+        return E.Scope(names, elementwise, what, optional=optional_attributes(self.schema.attributes))
 
     def argument_error(self, a: Argument, message: str) -> SpecError:
         """An error located at the argument's name in the signature."""
@@ -473,10 +482,12 @@ class _SpecParser:
             e = E.parse_expr(text)
             for node in E.walk(e):  # before the type check, which would only say the name isn't a number
                 if isinstance(node, E.Name) and scope.names.get(node.id) == "unusable":
-                    raise E.ExprError(node.col, f"'{node.id}' is a list or optional argument and can't be used in an expression")
+                    raise E.ExprError(node.col, f"'{node.id}' is a list, optional tensor or Scalar? argument and can't be used in an "
+                                                "expression (optional float, int, bool and str attributes can)")
                 if isinstance(node, E.Num) and isinstance(node.value, float) and not math.isfinite(node.value):
                     raise E.ExprError(node.col, "numeric literals must be finite")
             kind = E.typecheck(e, scope)
+            E.check_optional_guards(e, scope)
         except E.ExprError as ex:
             raise SpecError(self.src.inner_location(path, ex.col), ex.message) from None
         return e, kind

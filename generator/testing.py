@@ -67,8 +67,11 @@ def compile_condition(e: E.Expr) -> Callable[[dict[str, Any]], Any]:
         return lambda env: fn(lhs(env), rhs(env))
     if isinstance(e, E.BoolOp):
         values = [compile_condition(v) for v in e.values]
-        combine = all if e.op == "and" else any
-        return lambda env: combine([v(env) for v in values])
+        combine = all if e.op == "and" else any  # short-circuit, as the C++ checks: `eps is None or eps > 0`
+        return lambda env: combine(v(env) for v in values)
+    if isinstance(e, E.IsNone):
+        name = e.operand.id
+        return lambda env: env.get(name) is None
     if isinstance(e, E.In):
         operand, options = compile_condition(e.operand), [compile_condition(o) for o in e.options]
         return lambda env: operand(env) in [o(env) for o in options]

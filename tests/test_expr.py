@@ -194,3 +194,56 @@ def test_reads_tensors_answers_for_every_sub_expression_from_one_memo():
     assert E.reads_tensors(e, scope, memo)
     assert not E.reads_tensors(e.lhs, scope, memo) and E.reads_tensors(e.rhs, scope, memo)
     assert memo[id(e.lhs.args[0])] is False and memo[id(e.rhs.lhs)] is True  # filled by the first call
+
+
+OPTIONAL = E.Scope({"x": E.TENSOR, "lo": E.NUM, "hi": E.NUM, "k": E.INT}, True, "kernel expression",
+                   optional=frozenset({"lo", "hi", "k"}))
+
+
+@pytest.mark.parametrize("text", [
+    "where(lo is None, x, maximum(x, lo))",
+    "where(lo is not None, maximum(x, lo), x)",
+    "where(lo is None or hi is None, x, clamp(x, lo, hi))",
+    "where(not (lo is None) and k is not None, x * k + lo, x)",
+    "lo is None or lo > 0",
+    "where(lo is None, x, where(hi is None, x + lo, x + lo + hi))",
+])
+def test_optional_attributes_read_where_guarded(text):
+    e = E.parse_expr(text)
+    E.typecheck(e, OPTIONAL)
+    E.check_optional_guards(e, OPTIONAL)
+    assert E.parse_expr(E.unparse(e)) == e
+
+
+@pytest.mark.parametrize("text, col, message", [
+    ("x + lo", 4, "'lo' may be None here; read it where it is known not to be"),
+    ("where(lo is None, x + lo, x)", 22, "'lo' may be None here"),
+    ("where(lo is None and hi is None, x, x + lo)", 40, "'lo' may be None here"),  # one of them may be None
+    ("lo > 0 or lo is None", 0, "'lo' may be None here"),  # the test must come first
+    ("where(x > 0, x, lo)", 16, "'lo' may be None here"),
+])
+def test_unguarded_reads_of_optional_attributes_are_errors(text, col, message):
+    e = E.parse_expr(text)
+    E.typecheck(e, OPTIONAL)
+    with pytest.raises(E.ExprError) as info:
+        E.check_optional_guards(e, OPTIONAL)
+    assert message in info.value.message and info.value.col == col
+
+
+@pytest.mark.parametrize("text, col, message", [
+    ("x is None", 0, "'x' is never None: only optional attributes (float? eps=None) are"),
+    ("lo is 0", 0, "'is' only tests an optional attribute against None"),
+])
+def test_is_none_needs_an_optional_attribute(text, col, message):
+    with pytest.raises(E.ExprError) as info:
+        E.typecheck(E.parse_expr(text), OPTIONAL)
+    assert message in info.value.message and info.value.col == col
+
+
+def test_optional_attributes_print_as_tests_and_values_read_as_0_when_none():
+    code = cpp_expr.kernel_code(E.parse_expr("where(lo is None, x, x * k + lo)"), OPTIONAL, ["x"])
+    assert code.hoisted_conditions == ["(!lo.has_value())"]
+    assert code.hoisted_numbers == ["static_cast<double>(k.value_or(0))", "lo.value_or(0.0)"]
+    assert code.body == "(_c0 ? x : ((x * _u0) + _u1))"
+    ref = python.reference(E.parse_expr("where(lo is None, x, x + lo)"), OPTIONAL)
+    assert ref == "(x if (lo is None) else (x + (0.0 if lo is None else lo)))"

@@ -86,7 +86,7 @@ CASES = [
      "checks call no function but isfinite(); compare the values themselves"),
     ("weighted_sum(Tensor a", "weighted_sum(Tensr a", 1, 25, "unknown type 'Tensr'"),
     ("float weight=1.0", "float weight=one", 1, 61, "a float default must be a number"),
-    ("float weight=1.0", "float? weight=None", 6, 14, "'weight' is a list or optional argument and can't be used in an expression"),
+    ("float weight=1.0", "float? weight=None", 6, 14, "'weight' may be None here; read it where it is known not to be"),
     # a YAML flow mapping splits an expression at its commas: the error says so
     ("kernel:\n  pointwise: weight * a + b", "kernel: {pointwise: where(a > 0, a, b)}", 5, 34,
      "unknown key 'a'; allowed keys: pointwise, reduce, cpu, cuda; the expression of 'pointwise' was cut at a comma"),

@@ -112,6 +112,22 @@ for args in ((0.037, 3, -100, 90), (0.5, 0, -8, 7)):
     assert torch.equal(mine, theirs), args
     gq = torch.randn_like(xq)
     assert torch.equal(torch.autograd.grad(mine, xq, gq)[0], torch.autograd.grad(theirs, xq, gq)[0]), args
+# optional bounds, each None or a number, as torch.clamp's; NaN elements and bounds as torch's
+xc = torch.tensor([-2.0, -0.5, 0.0, 0.5, 2.0, float("nan"), float("inf")], dtype=torch.float64)
+for bounds in ({"min": -1.0}, {"max": 1.0}, {"min": -1.0, "max": 1.0}, {"min": 0.5, "max": 0.5},
+               {"min": float("nan")}, {"max": float("nan")}):
+    torch.testing.assert_close(ops.clip(xc, **bounds), torch.clamp(xc, **bounds), equal_nan=True, rtol=0, atol=0)
+for bounds, expected in (({"min": 1.0, "max": 0.0}, "check 'min is None or max is None or min <= max' failed (got max=0, min=1)"),
+                         ({}, "check 'min is not None or max is not None' failed (got max=None, min=None)")):
+    try:
+        ops.clip(xc, **bounds)
+    except ValueError as e:
+        assert "clip(): " + expected in str(e), str(e)
+    else:
+        raise AssertionError("no error for " + expected)
+xg = torch.randn(50, dtype=torch.float64, requires_grad=True)
+(gmin,) = torch.autograd.grad(ops.clip(xg, min=0.1).sum(), xg)
+assert torch.equal(gmin, (xg.detach() >= 0.1).double())
 # every kind of attribute, none at its default; the node keeps its own copies of the lists
 xa = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
 ya = ops.every_attribute(xa, [1], True, w=list([3.0]), v=[1.0, 2.0], k=[2], s=[1], flags=[False, True], pair=[4, 5],
@@ -227,6 +243,14 @@ TRAP_SUM = {"signature": "trap_sum(Tensor x, int[1] dim, bool keepdim=False, *, 
             "dtypes": ["float32", "float64"], "shape": "reduce(x, dim, keepdim)", "checks": ["a != 0"],
             "kernel": {"reduce": {"map": "a * x * x + b", "combine": "a + b", "identity": 0, "post": "acc / a"}},
             "gradient": {"x": "2 * x * grad"}}
+
+
+# torch.clamp's optional bounds: `is None` tests select the branch, reads guarded by them.
+CLIP = {"signature": "clip(Tensor x, *, float? min=None, float? max=None) -> Tensor", "dtypes": ["floating"],
+        "shape": "same(x)", "checks": ["min is not None or max is not None", "min is None or max is None or min <= max"],
+        "kernel": {"pointwise": "where(max is None, where(min is None, x, maximum(x, min)), "
+                                "minimum(where(min is None, x, maximum(x, min)), max))"},
+        "gradient": "auto", "reference": "torch.clamp(x, min=min, max=max)", "variants": ["out", "inplace"]}
 
 
 # A hand-written reduction over `int[1]? dim=None` taking every kind of attribute, with a hand-written
@@ -353,6 +377,7 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "trap_names.yaml").write_text(yaml.safe_dump(TRAP_NAMES))
     (project / "specs" / "trap_sum.yaml").write_text(yaml.safe_dump(TRAP_SUM))
     (project / "specs" / "fake_quant.yaml").write_text(yaml.safe_dump(FAKE_QUANT))
+    (project / "specs" / "clip.yaml").write_text(yaml.safe_dump(CLIP))
     (project / "specs" / "every_attribute.yaml").write_text(yaml.safe_dump(EVERY_ATTRIBUTE))
     (project / "specs" / "every_attribute.cpu.cpp").write_text(EVERY_ATTRIBUTE_KERNEL)
     (project / "specs" / "every_attribute_backward.cpu.cpp").write_text(EVERY_ATTRIBUTE_BACKWARD)

@@ -130,6 +130,12 @@ inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions&
   return new_output(shape, options);
 }
 
+// An optional attribute's value in a failed check's message: None, or the value.
+template <typename T>
+std::string shown(const std::optional<T>& value) {
+  return value.has_value() ? c10::str(*value) : std::string("None");
+}
+
 inline void check_defined(const at::Tensor& t, const char* op, const char* arg) {
   TORCH_CHECK_VALUE(t.defined(), op, "(): argument '", arg, "' is an undefined tensor");
 }

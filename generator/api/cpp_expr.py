@@ -164,11 +164,14 @@ def uniform(e: E.Expr, scope: E.Scope) -> str:
         if e.id in ("True", "False"):
             return e.id.lower()
         kind = scope.names[e.id]
+        value = _value_of(e, scope)
         if kind == E.INT:
-            return f"static_cast<double>({e.id})"
+            return f"static_cast<double>({value})"
         if kind == E.STR:
-            return f"c10::string_view({e.id})"
-        return e.id
+            return f"c10::string_view({value})"
+        return value
+    if isinstance(e, E.IsNone):
+        return f"(!{e.operand.id}.has_value())"
     if isinstance(e, E.Unary):
         return f"(!{uniform(e.operand, scope)})" if e.op == "not" else f"(-{uniform(e.operand, scope)})"
     if isinstance(e, E.Binary):
@@ -191,6 +194,17 @@ def uniform(e: E.Expr, scope: E.Scope) -> str:
             return f"({c} ? {a} : {b})"
         return f"opgen::{e.fn}({', '.join(uniform(a, scope) for a in e.args)})"
     raise TypeError(f"not a uniform expression: {e!r}")
+
+
+# What an optional attribute reads as when None: never observed, since every read is guarded
+# (E.check_optional_guards), but per-call values are computed before the branch that uses them.
+_NONE_READS_AS = {E.NUM: "0.0", E.INT: "0", E.BOOL: "false", E.STR: '""'}
+
+
+def _value_of(e: E.Name, scope: E.Scope) -> str:
+    if e.id in scope.optional:
+        return f"{e.id}.value_or({_NONE_READS_AS[scope.names[e.id]]})"
+    return e.id
 
 
 def symbolic(e: E.Expr, scope: E.Scope) -> str:
@@ -248,7 +262,7 @@ def _int_uniform(e: E.Expr, scope: E.Scope) -> str:
     if isinstance(e, E.Num):
         return f"int64_t{{{int(e.value)}}}"
     if isinstance(e, E.Name):
-        return e.id
+        return _value_of(e, scope)
     if isinstance(e, E.Unary):
         return f"(-{_int_uniform(e.operand, scope)})"
     if isinstance(e, E.Binary):

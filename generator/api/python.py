@@ -96,6 +96,9 @@ def size(e: E.Expr) -> str:
     raise TypeError(e)
 
 
+_NONE_READS_AS = {E.NUM: "0.0", E.INT: "0", E.BOOL: "False", E.STR: "''"}
+
+
 class _Reference:
     def __init__(self, scope: E.Scope) -> None:
         self.scope = scope
@@ -111,7 +114,11 @@ class _Reference:
         if isinstance(e, E.Str):
             return repr(e.value)
         if isinstance(e, E.Name):
+            if e.id in self.scope.optional:  # read only where not None (E.check_optional_guards); Python evaluates eagerly
+                return f"({_NONE_READS_AS[self.scope.names[e.id]]} if {e.id} is None else {e.id})"
             return e.id
+        if isinstance(e, E.IsNone):
+            return f"({e.operand.id} is None)"
         if isinstance(e, E.Unary):
             if e.op == "not":
                 if E.typecheck(e, self.scope, self.kinds) == E.MASK:

@@ -168,7 +168,8 @@ def plan(op: OpSpec) -> BackwardPlan | None:
 def scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
     flags = {given_flag(g): E.BOOL for g in op.grad_names} if len(op.grad_names) > 1 else {}
-    return E.Scope({**s.names, **{n: E.TENSOR for n in (*op.grad_names, *op.result_names)}, **flags}, True, "gradient formula")
+    return E.Scope({**s.names, **{n: E.TENSOR for n in (*op.grad_names, *op.result_names)}, **flags}, True, "gradient formula",
+                   optional=s.optional)
 
 
 def kernel_code(op: OpSpec, p: BackwardPlan) -> cpp_expr.KernelCode | None:

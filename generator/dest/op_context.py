@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from .. import expr as E
 from ..api import cpp, cpp_expr
-from ..model import OpSpec, attribute_kind
+from ..model import OpSpec, attribute_kind, optional_attributes
 from ..schema import Argument
 
 
@@ -21,13 +21,13 @@ class KernelAttr:
 def kernel_scope(op: OpSpec) -> E.Scope:
     names = {a.name: E.TENSOR for a in op.tensor_inputs}
     names.update({a.name: attribute_kind(a) for a in op.attributes})
-    return E.Scope(names, True, "kernel expression")
+    return E.Scope(names, True, "kernel expression", optional=optional_attributes(op.attributes))
 
 
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
-    return E.Scope(s.names, False, "check")
+    return E.Scope(s.names, False, "check", optional=s.optional)
 
 
 def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
@@ -69,7 +69,8 @@ def checks(op: OpSpec) -> list[CheckCode]:
         # every tensor whose sizes the check reads, by its whole shape: a size the check guards
         # (`x.dim() == 2 and x.size(1) == 3`) may not exist
         shaped = dict.fromkeys(n.obj.id for n in E.walk(c.expr) if isinstance(n, E.Method))
-        got = [f'{t} of shape ", {t}.sym_sizes(), "' for t in shaped] + [f'{a}=", {a}, "' for a in attrs]
+        got = [f'{t} of shape ", {t}.sym_sizes(), "' for t in shaped] + [
+            f'{a}=", opgen::shown({a}), "' if a in scope.optional else f'{a}=", {a}, "' for a in attrs]
         values = " (got " + ", ".join(got) + ")" if got else ""
         out.append(CheckCode("TORCH_SYM_CHECK" if symbolic else "TORCH_CHECK_VALUE", code, c.text, values))
     return out
