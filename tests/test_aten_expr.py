@@ -54,3 +54,12 @@ def test_masks_combine_with_logical_ops_and_per_call_conditions_become_0_dim_ten
     # `not flag`, used twice, is a C++ bool each time, never bound as a tensor
     assert code == ("at::where(at::logical_or(at::logical_and(at::logical_not(at::gt(x, _s(1.0))), _s((!flag) ? 1.0 : 0.0)), "
                     "at::logical_and(at::lt(x, _s(static_cast<double>(beta))), _s((!flag) ? 1.0 : 0.0))), grad, _s(0.0))")
+
+
+def test_softplus_is_logaddexp_so_it_never_overflows():
+    # log1p(exp(v)) is inf in float32 for v > 88; the kernels and references compute it as
+    # max(v, 0) + log1p(exp(-|v|)), the ATen formulas as logaddexp(v, 0), which ATen differentiates
+    assert printed("grad * log1p(exp(x))") == "at::mul(grad, at::logaddexp(x, at::zeros_like(x)))"
+    assert printed("log1p(exp(beta * x))") == (
+        "[&] { const at::Tensor _c0 = at::mul(_s(static_cast<double>(beta)), x); "
+        "return at::logaddexp(_c0, at::zeros_like(_c0)); }()")

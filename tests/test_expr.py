@@ -247,3 +247,22 @@ def test_optional_attributes_print_as_tests_and_values_read_as_0_when_none():
     assert code.body == "(_c0 ? x : ((x * _u0) + _u1))"
     ref = python.reference(E.parse_expr("where(lo is None, x, x + lo)"), OPTIONAL)
     assert ref == "(x if (lo is None) else (x + (0.0 if lo is None else lo)))"
+
+
+def test_checks_read_scalar_and_symint_attributes_as_numbers():
+    # in the op's entry a `Scalar` is still an at::Scalar and a `SymInt` a c10::SymInt (kernels get
+    # double and int64_t): neither converts to double by itself
+    from opgen.dest.op_context import check_scope
+    from opgen.yaml_source import load_spec_source
+    from opgen.model import OpSpec
+
+    op = OpSpec.parse(load_spec_source("specs/f.yaml", b"""
+signature: f(Tensor x, *, Scalar s=1, SymInt n=2) -> Tensor
+dtypes: [float32]
+shape: same(x)
+checks: ["isfinite(s) and s > 0", "n > 1"]
+kernel: {pointwise: x * s * n}
+"""))
+    scope = check_scope(op)
+    assert cpp_expr.symbolic(op.checks[0].expr, scope) == "(std::isfinite(static_cast<double>(s.toDouble())) && (s.toDouble() > 0.0))"
+    assert cpp_expr.symbolic(op.checks[1].expr, scope) == "(static_cast<double>(n.guard_int(__FILE__, __LINE__)) > 1.0)"

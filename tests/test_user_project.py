@@ -49,6 +49,8 @@ for bad, expected in (
     (lambda: ops.scale_rows(x, torch.rand(4)), "scale.dim() == 2"),
     (lambda: ops.scale_rows(x[0], s), "check 'x.dim() == 2' failed (got x of shape [3])"),
     (lambda: ops.scale_rows(x, s, power=-1), "check 'power >= 0' failed (got power=-1)"),
+    (lambda: ops.scale_rows(x, s, offset=float("inf")), "check 'isfinite(offset) and offset > (-1000000.0) and offset < 1000000.0' failed (got offset=inf)"),
+    (lambda: ops.scale_rows(x, s, offset=-10**7), "check 'isfinite(offset) and offset > (-1000000.0) and offset < 1000000.0' failed (got offset=-10000000)"),
     (lambda: ops.scaled_silu(torch.randn(3), alpha=-1.0), "check 'alpha > 0' failed"),
 ):
     try:
@@ -128,6 +130,19 @@ for bounds, expected in (({"min": 1.0, "max": 0.0}, "check 'min is None or max i
 xg = torch.randn(50, dtype=torch.float64, requires_grad=True)
 (gmin,) = torch.autograd.grad(ops.clip(xg, min=0.1).sum(), xg)
 assert torch.equal(gmin, (xg.detach() >= 0.1).double())
+# a SymInt attribute, also from a size under torch.compile(dynamic=True)
+xs = torch.randn(4, dtype=torch.float64, requires_grad=True)
+torch.testing.assert_close(ops.sym_scale(xs, n=3), xs * 3)
+assert torch.autograd.gradcheck(lambda t: ops.sym_scale(t, n=5), (xs,), check_forward_ad=True)
+scaled = torch.compile(lambda t, k: ops.sym_scale(t, n=k.shape[0]), fullgraph=True, dynamic=True, backend="aot_eager")
+for k in (5, 6):
+    torch.testing.assert_close(scaled(xs, torch.zeros(k)), xs * k)
+try:
+    ops.sym_scale(xs, n=0)
+except ValueError as e:
+    assert "sym_scale(): check 'n > 0' failed (got n=0)" in str(e), str(e)
+else:
+    raise AssertionError("no error for n=0")
 # every kind of attribute, none at its default; the node keeps its own copies of the lists
 xa = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
 ya = ops.every_attribute(xa, [1], True, w=list([3.0]), v=[1.0, 2.0], k=[2], s=[1], flags=[False, True], pair=[4, 5],
@@ -239,10 +254,10 @@ FAKE_QUANT = {
                  "torch.round(x * (1 / scale)) + zero_point <= quant_max), x, x.detach()) + "
                  "((torch.clamp(torch.round(x * (1 / scale)) + zero_point, quant_min, quant_max) - zero_point) * scale - x).detach()",
     "test": {"surrogate": ["x"]}}
-TRAP_SUM = {"signature": "trap_sum(Tensor x, int[1] dim, bool keepdim=False, *, float a=2.0, float b=0.5) -> Tensor",
+TRAP_SUM = {"signature": "trap_sum(Tensor x, int[1] dim, bool keepdim=False, *, Scalar a=2.0, float b=0.5) -> Tensor",
             "dtypes": ["float32", "float64"], "shape": "reduce(x, dim, keepdim)", "checks": ["a != 0"],
             "kernel": {"reduce": {"map": "a * x * x + b", "combine": "a + b", "identity": 0, "post": "acc / a"}},
-            "gradient": {"x": "2 * x * grad"}}
+            "gradient": {"x": "2 * a * x * grad / a"}}  # a Scalar read by the check, map, post and the formula
 
 
 # torch.clamp's optional bounds: `is None` tests select the branch, reads guarded by them.
@@ -251,6 +266,20 @@ CLIP = {"signature": "clip(Tensor x, *, float? min=None, float? max=None) -> Ten
         "kernel": {"pointwise": "where(max is None, where(min is None, x, maximum(x, min)), "
                                 "minimum(where(min is None, x, maximum(x, min)), max))"},
         "gradient": "auto", "reference": "torch.clamp(x, min=min, max=max)", "variants": ["out", "inplace"]}
+
+# Optional attributes of the other kinds, in kernels and in checks (the generic suite tries each
+# as None and as values, and each check's violation).
+OPTIONALS = {"signature": "optionals(Tensor x, Tensor y, *, bool? flag=None, str? how=None, int? k=None, float? eps=None) -> Tensor",
+             "dtypes": ["float32", "float64"], "shape": "broadcast(x, y)",
+             "checks": ["k is None or k > 0", "how is None or how in ['add', 'sub']", "eps is None or isfinite(eps)"],
+             "kernel": {"pointwise": "where(flag is not None and flag, x, -x) + where(how is None or how == 'add', y, -y) "
+                                     "+ where(k is None, 0, x * k) + where(eps is not None and x > eps, eps, 0)"},
+             "gradient": "auto"}
+
+# A SymInt attribute read by the kernel, a check and the gradient: concrete (guard_int) there, so
+# a size passed under torch.compile(dynamic=True) works.
+SYM_SCALE = {"signature": "sym_scale(Tensor x, *, SymInt n=2) -> Tensor", "dtypes": ["float32", "float64"],
+             "shape": "same(x)", "checks": ["n > 0"], "kernel": {"pointwise": "x * n"}, "gradient": {"x": "grad * n"}}
 
 
 # A hand-written reduction over `int[1]? dim=None` taking every kind of attribute, with a hand-written
@@ -378,6 +407,8 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "trap_sum.yaml").write_text(yaml.safe_dump(TRAP_SUM))
     (project / "specs" / "fake_quant.yaml").write_text(yaml.safe_dump(FAKE_QUANT))
     (project / "specs" / "clip.yaml").write_text(yaml.safe_dump(CLIP))
+    (project / "specs" / "optionals.yaml").write_text(yaml.safe_dump(OPTIONALS))
+    (project / "specs" / "sym_scale.yaml").write_text(yaml.safe_dump(SYM_SCALE))
     (project / "specs" / "every_attribute.yaml").write_text(yaml.safe_dump(EVERY_ATTRIBUTE))
     (project / "specs" / "every_attribute.cpu.cpp").write_text(EVERY_ATTRIBUTE_KERNEL)
     (project / "specs" / "every_attribute_backward.cpu.cpp").write_text(EVERY_ATTRIBUTE_BACKWARD)

@@ -77,6 +77,8 @@ class _Printer:
         if isinstance(e, E.Call):
             if self._uniform_where(e):
                 return ()  # each branch is a block of its own
+            if (v := E.softplus_argument(e)) is not None:
+                return (v, v)  # printed twice below: bound to a local
             return e.args
         raise TypeError(f"unsupported expression {e!r}")
 
@@ -104,6 +106,8 @@ class _Printer:
         if isinstance(e, E.Call):
             if self._uniform_where(e):
                 return f"({uniform(e.args[0], self.scope)} ? {self.block(e.args[1])} : {self.block(e.args[2])})"
+            if (v := E.softplus_argument(e)) is not None:  # log(1 + exp(v)) without exp's overflow
+                return f"at::logaddexp({code(v)}, at::zeros_like({code(v)}))"
             args = [code(a) for a in e.args]
             if e.fn == "where":
                 return f"at::where({args[0]}, {args[1]}, {args[2]})"

@@ -35,9 +35,12 @@ _MEMBER_TYPES = {"float": "double", "int": "int64_t", "bool": "bool", "str": "st
 
 def member_type(t: Type) -> str:
     """The type an autograd node keeps an attribute in: owning, since the call's lists and strings
-    are views that die with the call (a `Scalar` is kept as the double the formulas compute with)."""
+    are views that die with the call (a `Scalar` is kept as the double the formulas compute with,
+    a `SymInt` as the int64_t: backward runs on real tensors)."""
     if t.is_list and t.base == "bool":
         return argument_type(t)
+    if t == Type("SymInt"):
+        return "int64_t"
     inner = f"std::vector<{_MEMBER_TYPES[t.base]}>" if t.is_list else _MEMBER_TYPES[t.base]
     return f"std::optional<{inner}>" if t.optional else inner
 
@@ -46,7 +49,8 @@ def to_member(t: Type, name: str) -> str:
     """C++ turning argument ``name`` into its ``member_type``."""
     if t.is_list or t.optional:
         return f"opgen::owned({name})"
-    return {"Scalar": f"{name}.toDouble()", "str": f"std::string({name})"}.get(t.base, name)
+    return {"Scalar": f"{name}.toDouble()", "str": f"std::string({name})",
+            "SymInt": f"{name}.guard_int(__FILE__, __LINE__)"}.get(t.base, name)
 
 
 def from_member(t: Type, member: str) -> tuple[str, str]:

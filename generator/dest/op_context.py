@@ -8,13 +8,18 @@ from dataclasses import dataclass
 from .. import expr as E
 from ..api import cpp, cpp_expr
 from ..model import OpSpec, attribute_kind, optional_attributes
-from ..schema import Argument
+from ..schema import Type
 
 
 @dataclass(frozen=True)
 class KernelAttr:
     name: str
     cpp_type: str
+    arg: str = ""  # C++ passing the op's argument to the kernel parameter (default: the name)
+
+    @property
+    def passed(self) -> str:
+        return self.arg or self.name
 
 
 @functools.lru_cache(maxsize=1024)  # asked for by most emitters; scopes are never modified
@@ -27,15 +32,21 @@ def kernel_scope(op: OpSpec) -> E.Scope:
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
-    return E.Scope(s.names, False, "check", optional=s.optional)
+    return E.Scope(s.names, False, "check", optional=s.optional,
+                   cpp_values={a.name: _KERNEL_ATTRS[a.type][1].format(a.name) for a in op.attributes if a.type in _KERNEL_ATTRS})
+
+
+# Kernels compute with doubles and concrete ints: an at::Scalar is converted once per call, and a
+# SymInt is concrete by the time a kernel runs (the Meta kernel runs none).
+_KERNEL_ATTRS = {Type("Scalar"): ("double", "{}.toDouble()"), Type("SymInt"): ("int64_t", "{}.guard_int(__FILE__, __LINE__)")}
 
 
 def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
     out = []
     for a in op.attributes:
         if a.name in used:
-            t = cpp.argument_type(a.type)
-            out.append(KernelAttr(a.name, "double" if a.type.base == "Scalar" else t))
+            cpp_type, arg = _KERNEL_ATTRS.get(a.type, (cpp.argument_type(a.type), "{}"))
+            out.append(KernelAttr(a.name, cpp_type, arg.format(a.name)))
     return out
 
 
@@ -45,10 +56,6 @@ def qualified_name(namespace: str, op: OpSpec) -> str:
 
 def dtype_names(op: OpSpec) -> str:
     return ", ".join(d.name for d in op.dtypes)
-
-
-def call_args(args: tuple[Argument, ...]) -> str:
-    return ", ".join(a.name if a.type.base != "Scalar" else f"{a.name}.toDouble()" for a in args)
 
 
 @dataclass(frozen=True)

@@ -25,8 +25,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
         return emit_custom(op, lib, autograd, autocast)
     used = set().union(*(E.names_in(e) for e in op.kernel.exprs))
     attrs = ctx.kernel_attrs(op, used)
-    kernel_call = ", ".join(
-        f"{a.name}.toDouble()" if op.schema.argument(a.name).type.base == "Scalar" else a.name for a in attrs)
+    kernel_call = "".join(f", {a.passed}" for a in attrs)
     scope = ctx.check_scope(op)
     bw = backward.plan(op)
     outs = [f"_{n}" for n in op.output_names]  # C++ variables of the outputs: _out, or _<name> for several
@@ -37,8 +36,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
     if bw is not None and bw.fused:
         kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.fused],
                                        inputs=[*bw.grads, *bw.saved], memory_bound=memory_bound[bw.name]))
-        bw_kernel_call = "".join(
-            f", {a.name}.toDouble()" if _is_scalar(op, a.name) else f", {a.name}" for a in bw.kernel_attrs)
+        bw_kernel_call = "".join(f", {a.passed}" for a in bw.kernel_attrs)
     text = render(
         TEMPLATE,
         op=op,
@@ -63,14 +61,9 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
         bool_output=op.kernel.bool_output,
         bw=bw if bw is not None and bw.computed else None,  # the backward op, when there is one
         bw_kernel_call=bw_kernel_call,
-        kernel_call=("".join(", " + a for a in kernel_call.split(", ")) if kernel_call else ""),
+        kernel_call=kernel_call,
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
-
-
-def _is_scalar(op: OpSpec, name: str) -> bool:
-    a = op.schema.argument(name)  # None: a flag of the backward's own (a gradient's `__given`)
-    return a is not None and a.type.base == "Scalar"
 
 
 def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None, autocast: Part | None) -> GeneratedFile:

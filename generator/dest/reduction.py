@@ -29,7 +29,7 @@ class Reduction:
 
     @property
     def kernel_call(self) -> str:
-        return "".join(f", {a.name}" for a in self.attrs)
+        return "".join(f", {a.passed}" for a in self.attrs)
 
 
 def post(k: ReduceKernel) -> E.Expr | None:
