@@ -252,9 +252,10 @@ class Scope:
     what: str  # 'kernel expression', 'check', ...
     hints: dict[str, str] = field(default_factory=dict)  # unknown name -> what to write instead
     optional: frozenset[str] = frozenset()  # attributes that may be None (`float? eps=None`)
-    # C++ reading an attribute whose parameter is not a plain number: in checks, an at::Scalar or a
-    # c10::SymInt (kernels and autograd nodes get doubles and int64_t)
+    # C++ reading an attribute whose parameter is not a plain number: in checks, an at::Scalar
+    # (kernels and autograd nodes get doubles)
     cpp_values: dict[str, str] = field(default_factory=dict)
+    sizes: frozenset[str] = frozenset()  # SymInt attributes: in checks and shapes, symbolic like t.size(i)
 
     def kind_of(self, name: Name) -> str:
         if name.id in ("True", "False"):

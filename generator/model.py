@@ -317,7 +317,7 @@ def _formula_kind(a: Argument) -> str | None:
     """How a whole-tensor formula sees an attribute (None: it can't use it)."""
     if a.type.is_list or a.type.optional:
         return None
-    return {"float": "number", "Scalar": "number", "int": "int", "SymInt": None, "bool": "bool", "str": None}[a.type.base]
+    return {"float": "number", "Scalar": "number", "int": "int", "SymInt": "int", "bool": "bool", "str": None}[a.type.base]
 
 
 def reduction_derivable(kernel: ReduceKernel, indexed: bool) -> bool:

@@ -182,9 +182,9 @@ def load_op(project, name: str) -> OpSpec:
 
 
 def _invalid_extras(op: OpSpec, name: str) -> list[Any]:
-    """Values worth trying only to violate a check: a string no check allows, non-finite floats."""
+    """Values worth trying only to violate a check: a string no check allows, non-finite floats, a negative size."""
     base = op.schema.argument(name).type.base
-    return {"str": ["__bad__"], "float": [math.inf, math.nan], "Scalar": [math.inf]}.get(base, [])
+    return {"str": ["__bad__"], "float": [math.inf, math.nan], "Scalar": [math.inf], "SymInt": [-1]}.get(base, [])
 
 
 def reference_fn(namespace: str, op: OpSpec):

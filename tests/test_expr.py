@@ -249,9 +249,9 @@ def test_optional_attributes_print_as_tests_and_values_read_as_0_when_none():
     assert ref == "(x if (lo is None) else (x + (0.0 if lo is None else lo)))"
 
 
-def test_checks_read_scalar_and_symint_attributes_as_numbers():
-    # in the op's entry a `Scalar` is still an at::Scalar and a `SymInt` a c10::SymInt (kernels get
-    # double and int64_t): neither converts to double by itself
+def test_checks_read_scalar_attributes_as_doubles_and_symint_ones_as_sizes():
+    # in the op's entry a `Scalar` is still an at::Scalar (kernels get doubles), which converts to
+    # nothing by itself; a `SymInt` stays symbolic, as t.size(i), so torch.compile need not specialize
     from opgen.dest.op_context import check_scope
     from opgen.yaml_source import load_spec_source
     from opgen.model import OpSpec
@@ -265,4 +265,4 @@ kernel: {pointwise: x * s * n}
 """))
     scope = check_scope(op)
     assert cpp_expr.symbolic(op.checks[0].expr, scope) == "(std::isfinite(static_cast<double>(s.toDouble())) && (s.toDouble() > 0.0))"
-    assert cpp_expr.symbolic(op.checks[1].expr, scope) == "(static_cast<double>(n.guard_int(__FILE__, __LINE__)) > 1.0)"
+    assert cpp_expr.symbolic(op.checks[1].expr, scope) == "n.sym_gt(c10::SymInt(int64_t{1}))"

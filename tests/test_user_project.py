@@ -130,13 +130,19 @@ for bounds, expected in (({"min": 1.0, "max": 0.0}, "check 'min is None or max i
 xg = torch.randn(50, dtype=torch.float64, requires_grad=True)
 (gmin,) = torch.autograd.grad(ops.clip(xg, min=0.1).sum(), xg)
 assert torch.equal(gmin, (xg.detach() >= 0.1).double())
-# a SymInt attribute, also from a size under torch.compile(dynamic=True)
+# a SymInt attribute, also from a size under torch.compile(dynamic=True): one graph for every size
+import torch._dynamo.testing
 xs = torch.randn(4, dtype=torch.float64, requires_grad=True)
-torch.testing.assert_close(ops.sym_scale(xs, n=3), xs * 3)
+torch.testing.assert_close(ops.sym_scale(xs, n=3), (xs * 3).expand(3, 4))
 assert torch.autograd.gradcheck(lambda t: ops.sym_scale(t, n=5), (xs,), check_forward_ad=True)
 scaled = torch.compile(lambda t, k: ops.sym_scale(t, n=k.shape[0]), fullgraph=True, dynamic=True, backend="aot_eager")
 for k in (5, 6):
-    torch.testing.assert_close(scaled(xs, torch.zeros(k)), xs * k)
+    torch.testing.assert_close(scaled(xs, torch.zeros(k)), (xs * k).expand(k, 4))
+frames = torch._dynamo.testing.CompileCounter()
+symbolic = torch.compile(lambda t, k: ops.sym_scale(t, n=k.shape[0]), fullgraph=True, dynamic=True, backend=frames)
+for k in (5, 6, 7):
+    torch.testing.assert_close(symbolic(xs.detach(), torch.zeros(k)), (xs.detach() * k).expand(k, 4))
+assert frames.frame_count == 1, frames.frame_count
 try:
     ops.sym_scale(xs, n=0)
 except ValueError as e:
@@ -276,10 +282,29 @@ OPTIONALS = {"signature": "optionals(Tensor x, Tensor y, *, bool? flag=None, str
                                      "+ where(k is None, 0, x * k) + where(eps is not None and x > eps, eps, 0)"},
              "gradient": "auto"}
 
-# A SymInt attribute read by the kernel, a check and the gradient: concrete (guard_int) there, so
-# a size passed under torch.compile(dynamic=True) works.
+# A SymInt attribute read by the kernel and the gradient (concrete there: guard_int) and by a check
+# and the shape rule (symbolic there, as sizes: torch.compile(dynamic=True) need not specialize).
 SYM_SCALE = {"signature": "sym_scale(Tensor x, *, SymInt n=2) -> Tensor", "dtypes": ["float32", "float64"],
-             "shape": "same(x)", "checks": ["n > 0"], "kernel": {"pointwise": "x * n"}, "gradient": {"x": "grad * n"}}
+             "shape": ["n * 1 + 0", "x.size(0)"], "checks": ["x.dim() == 1", "n > 0"], "kernel": {"pointwise": "x * n"},
+             "gradient": {"x": "grad * n"}, "test": {"shapes": {"x": [4]}}}
+
+# A hand-written kernel whose gradient formula reads a Scalar and a SymInt attribute (the node keeps
+# a double and an int64_t).
+HW_SCALE = {"signature": "hw_scale(Tensor x, *, Scalar s=2, SymInt n=3) -> Tensor", "dtypes": ["float32", "float64"],
+            "shape": "same(x)", "checks": ["n > 0"], "kernel": {"cpu": "hw_scale.cpu.cpp"},
+            "gradient": {"x": "grad * s * n"}, "reference": "x * s * n"}
+HW_SCALE_KERNEL = """#include "kernels/hw_scale_kernel.h"
+
+#include <ATen/TensorOperators.h>
+
+namespace myops {
+
+void hw_scale_cpu(const at::Tensor& out, const at::Tensor& x, const at::Scalar& s, c10::SymInt n) {
+  out.copy_(x * (s.toDouble() * static_cast<double>(n.expect_int())));
+}
+
+}  // namespace myops
+"""
 
 
 # A hand-written reduction over `int[1]? dim=None` taking every kind of attribute, with a hand-written
@@ -409,6 +434,8 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "clip.yaml").write_text(yaml.safe_dump(CLIP))
     (project / "specs" / "optionals.yaml").write_text(yaml.safe_dump(OPTIONALS))
     (project / "specs" / "sym_scale.yaml").write_text(yaml.safe_dump(SYM_SCALE))
+    (project / "specs" / "hw_scale.yaml").write_text(yaml.safe_dump(HW_SCALE))
+    (project / "specs" / "hw_scale.cpu.cpp").write_text(HW_SCALE_KERNEL)
     (project / "specs" / "every_attribute.yaml").write_text(yaml.safe_dump(EVERY_ATTRIBUTE))
     (project / "specs" / "every_attribute.cpu.cpp").write_text(EVERY_ATTRIBUTE_KERNEL)
     (project / "specs" / "every_attribute_backward.cpu.cpp").write_text(EVERY_ATTRIBUTE_BACKWARD)

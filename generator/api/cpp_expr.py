@@ -210,8 +210,10 @@ def _value_of(e: E.Name, scope: E.Scope) -> str:
 def symbolic(e: E.Expr, scope: E.Scope) -> str:
     """A check or size expression. Sizes are ``c10::SymInt``; conditions over them ``c10::SymBool``."""
     kind = E.typecheck(e, scope)
-    if not _has_sizes(e):
+    if not _has_sizes(e, scope):
         return uniform(e, scope) if kind != E.INT else _int_uniform(e, scope)
+    if isinstance(e, E.Name):  # a SymInt attribute
+        return e.id
     if isinstance(e, E.Method):
         obj = e.obj.id
         if e.method == "dim":
@@ -253,16 +255,17 @@ def symbolic(e: E.Expr, scope: E.Scope) -> str:
 _ARITH_CODE = {"+": "+", "-": "-", "*": "*", "//": "/"}
 
 
-def _has_sizes(e: E.Expr) -> bool:
-    return any(isinstance(n, E.Method) for n in E.walk(e))
+def _has_sizes(e: E.Expr, scope: E.Scope) -> bool:
+    """Whether ``e`` reads a size: a tensor's, or a SymInt attribute (symbolic under torch.compile)."""
+    return any(isinstance(n, E.Method) or (isinstance(n, E.Name) and n.id in scope.sizes) for n in E.walk(e))
 
 
 def _int_uniform(e: E.Expr, scope: E.Scope) -> str:
     """An integer expression without sizes, in int64_t."""
     if isinstance(e, E.Num):
         return f"int64_t{{{int(e.value)}}}"
-    if isinstance(e, E.Name):
-        return _value_of(e, scope)
+    if isinstance(e, E.Name):  # a SymInt stays symbolic in sizes: not cpp_values' guard_int
+        return f"{e.id}.value_or(0)" if e.id in scope.optional else e.id
     if isinstance(e, E.Unary):
         return f"(-{_int_uniform(e.operand, scope)})"
     if isinstance(e, E.Binary):
@@ -274,15 +277,15 @@ def _int_uniform(e: E.Expr, scope: E.Scope) -> str:
 
 def _as_symint(e: E.Expr, scope: E.Scope) -> str:
     s = symbolic(e, scope)
-    return s if _has_sizes(e) else f"c10::SymInt({s})"
+    return s if _has_sizes(e, scope) else f"c10::SymInt({s})"
 
 
 def _as_symbool(e: E.Expr, scope: E.Scope) -> str:
     s = symbolic(e, scope)
-    return s if _has_sizes(e) else f"c10::SymBool({s})"
+    return s if _has_sizes(e, scope) else f"c10::SymBool({s})"
 
 
 def _as_double(e: E.Expr, scope: E.Scope) -> str:
-    if _has_sizes(e):
+    if _has_sizes(e, scope):
         return f"static_cast<double>(({symbolic(e, scope)}).guard_int(__FILE__, __LINE__))"
     return f"static_cast<double>({uniform(e, scope)})"

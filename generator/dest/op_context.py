@@ -33,7 +33,8 @@ def kernel_scope(op: OpSpec) -> E.Scope:
 def check_scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
     return E.Scope(s.names, False, "check", optional=s.optional,
-                   cpp_values={a.name: _KERNEL_ATTRS[a.type][1].format(a.name) for a in op.attributes if a.type in _KERNEL_ATTRS})
+                   cpp_values={a.name: f"{a.name}.toDouble()" for a in op.attributes if a.type == Type("Scalar")},
+                   sizes=frozenset(a.name for a in op.attributes if a.type == Type("SymInt")))
 
 
 # Kernels compute with doubles and concrete ints: an at::Scalar is converted once per call, and a
@@ -70,8 +71,12 @@ def checks(op: OpSpec) -> list[CheckCode]:
     scope = check_scope(op)
     out = []
     for c in op.checks:
-        symbolic = any(isinstance(n, E.Method) for n in E.walk(c.expr))
+        reads_sizes = any(isinstance(n, E.Method) for n in E.walk(c.expr))
         code = cpp_expr.symbolic(c.expr, scope)
+        if not reads_sizes and E.names_in(c.expr) & scope.sizes:
+            # on SymInt attributes only: a ValueError like other attribute checks; expect_true, as
+            # TORCH_SYM_CHECK, defers a symbolic condition to run time instead of specializing
+            code = f"({code}).expect_true(__FILE__, __LINE__)"
         attrs = [n for n in sorted(E.names_in(c.expr)) if scope.names.get(n) not in (E.TENSOR, None, "unusable")]
         # every tensor whose sizes the check reads, by its whole shape: a size the check guards
         # (`x.dim() == 2 and x.size(1) == 3`) may not exist
@@ -79,5 +84,5 @@ def checks(op: OpSpec) -> list[CheckCode]:
         got = [f'{t} of shape ", {t}.sym_sizes(), "' for t in shaped] + [
             f'{a}=", opgen::shown({a}), "' if a in scope.optional else f'{a}=", {a}, "' for a in attrs]
         values = " (got " + ", ".join(got) + ")" if got else ""
-        out.append(CheckCode("TORCH_SYM_CHECK" if symbolic else "TORCH_CHECK_VALUE", code, c.text, values))
+        out.append(CheckCode("TORCH_SYM_CHECK" if reads_sizes else "TORCH_CHECK_VALUE", code, c.text, values))
     return out
