@@ -264,7 +264,7 @@ def _int_uniform(e: E.Expr, scope: E.Scope) -> str:
     """An integer expression without sizes, in int64_t."""
     if isinstance(e, E.Num):
         return f"int64_t{{{int(e.value)}}}"
-    if isinstance(e, E.Name):  # a SymInt stays symbolic in sizes: not cpp_values' guard_int
+    if isinstance(e, E.Name):  # an int attribute (SymInts are sizes: symbolic() prints them)
         return f"{e.id}.value_or(0)" if e.id in scope.optional else e.id
     if isinstance(e, E.Unary):
         return f"(-{_int_uniform(e.operand, scope)})"
