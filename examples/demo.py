@@ -33,6 +33,7 @@ cases = [
     # reductions, generated from map/combine/post
     ("sum_squares(x, [1])", opgen_ops.sum_squares(x, [1]), (x * x).sum(1)),
     ("l2_norm(x, [0], keepdim=True)", opgen_ops.l2_norm(x, [0], True), torch.linalg.vector_norm(x, dim=0, keepdim=True)),
+    ("l2_norm(x)  (dim=None; vs float64)", opgen_ops.l2_norm(x), torch.linalg.vector_norm(x.double())),
     ("logsumexp(x * 100, [-1])", opgen_ops.logsumexp(x * 100, [-1]), torch.logsumexp(x * 100, -1)),
     ("rms(x, [])", opgen_ops.rms(x, []), (x * x).mean().sqrt()),
     ("abs_max(x, [1])", opgen_ops.abs_max(x, [1]), x.abs().amax(1)),
