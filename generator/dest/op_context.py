@@ -29,25 +29,27 @@ def kernel_scope(op: OpSpec) -> E.Scope:
     return E.Scope(names, True, "kernel expression", optional=optional_attributes(op.attributes))
 
 
+_SCALAR, _SYMINT = Type("Scalar"), Type("SymInt")
+
+
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
     return E.Scope(s.names, False, "check", optional=s.optional,
-                   cpp_values={a.name: f"{a.name}.toDouble()" for a in op.attributes if a.type == Type("Scalar")},
-                   sizes=frozenset(a.name for a in op.attributes if a.type == Type("SymInt")))
-
-
-# Kernels compute with doubles and concrete ints: an at::Scalar is converted once per call, and a
-# SymInt is concrete by the time a kernel runs (the Meta kernel runs none).
-_KERNEL_ATTRS = {Type("Scalar"): ("double", "{}.toDouble()"), Type("SymInt"): ("int64_t", "{}.guard_int(__FILE__, __LINE__)")}
+                   cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type == _SCALAR},
+                   sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT))
 
 
 def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
     out = []
     for a in op.attributes:
         if a.name in used:
-            cpp_type, arg = _KERNEL_ATTRS.get(a.type, (cpp.argument_type(a.type), "{}"))
-            out.append(KernelAttr(a.name, cpp_type, arg.format(a.name)))
+            if a.type in (_SCALAR, _SYMINT):
+                # kernels compute with doubles and concrete ints, as autograd nodes keep them: an
+                # at::Scalar converted once per call, a SymInt concrete by the time a kernel runs
+                out.append(KernelAttr(a.name, cpp.member_type(a.type), cpp.to_member(a.type, a.name)))
+            else:
+                out.append(KernelAttr(a.name, cpp.argument_type(a.type)))
     return out
 
 
