@@ -89,6 +89,14 @@ class IsNone:
 
 
 @dataclass(frozen=True)
+class Index:
+    """`betas[0]`: one element of a sized list attribute (`float[2] betas`), a literal index."""
+    obj: Name
+    index: int
+    col: int = field(default=0, compare=False)
+
+
+@dataclass(frozen=True)
 class Call:
     fn: str
     args: tuple["Expr", ...]
@@ -103,7 +111,7 @@ class Method:
     col: int = field(default=0, compare=False)
 
 
-Expr = Union[Num, Str, Name, Unary, Binary, Compare, BoolOp, In, IsNone, Call, Method]
+Expr = Union[Num, Str, Name, Unary, Binary, Compare, BoolOp, In, IsNone, Index, Call, Method]
 
 # Operators a PyTorch user reaches for, with what the language has instead.
 _BITWISE_HINTS = {
@@ -224,9 +232,23 @@ class _Converter:
         if isinstance(node, ast.IfExp):
             raise ExprError(c, "'a if cond else b' is not supported; write where(cond, a, b)")
         if isinstance(node, ast.Subscript):
-            raise ExprError(c, "indexing is not supported in expressions; declare one attribute per value "
-                               "(float c0, float c1) or read a list attribute in a hand-written kernel")
+            return self.index(node, c)
         raise ExprError(c, f"unsupported syntax ({type(node).__name__})")
+
+    def index(self, node: ast.Subscript, c: int) -> Index:
+        if not isinstance(node.value, ast.Name):
+            raise ExprError(c, "only a list attribute can be indexed, e.g. betas[0] for float[2] betas")
+        i = node.slice
+        ic = self.col(i)
+        if isinstance(i, ast.Slice):
+            raise ExprError(ic, "slices are not supported; index one element at a time, e.g. betas[0]")
+        negative = isinstance(i, ast.UnaryOp) and isinstance(i.op, ast.USub)
+        literal = i.operand if negative else i
+        if not (isinstance(literal, ast.Constant) and type(literal.value) is int):
+            raise ExprError(ic, "an index must be a literal integer, e.g. betas[0]")
+        if negative:
+            raise ExprError(ic, f"negative indices are not supported; count from the front, e.g. {node.value.id}[0]")
+        return Index(Name(node.value.id, self.col(node.value)), literal.value, c)
 
 
 # ---- type checking -----------------------------------------------------------------------
@@ -256,10 +278,19 @@ class Scope:
     # (kernels and autograd nodes get doubles)
     cpp_values: dict[str, str] = field(default_factory=dict)
     sizes: frozenset[str] = frozenset()  # SymInt attributes: in checks and shapes, symbolic like t.size(i)
+    # sized list attributes (`float[2] betas`), read one element at a time: name -> size; their
+    # entry in `names` is the kind of an element
+    lists: dict[str, int] = field(default_factory=dict)
+
+    def extended(self, names: dict[str, str], what: str | None = None) -> "Scope":
+        """This scope with more names (gradients, accumulators), the attributes unchanged."""
+        return dataclasses.replace(self, names={**self.names, **names}, what=what or self.what)
 
     def kind_of(self, name: Name) -> str:
         if name.id in ("True", "False"):
             return BOOL
+        if name.id in self.lists:
+            raise ExprError(name.col, f"'{name.id}' is a list ({self.lists[name.id]} elements); read one element, e.g. {name.id}[0]")
         kind = self.names.get(name.id)
         if kind is None:
             known = sorted(self.names)
@@ -361,6 +392,14 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
         if e.operand.id not in scope.optional:
             raise ExprError(e.operand.col, f"'{e.operand.id}' is never None: only optional attributes (float? eps=None) are")
         return BOOL
+    if isinstance(e, Index):
+        size = scope.lists.get(e.obj.id)
+        if size is None:
+            scope.kind_of(e.obj)  # unknown name
+            raise ExprError(e.obj.col, f"'{e.obj.id}' is not a list attribute; only sized lists (float[2] betas) can be indexed")
+        if e.index >= size:
+            raise ExprError(e.col, f"index {e.index} is out of range: '{e.obj.id}' has {size} element(s), {e.obj.id}[0] to {e.obj.id}[{size - 1}]")
+        return scope.names[e.obj.id]
     if isinstance(e, Method):
         if e.method not in METHODS and e.method in FUNCTIONS:
             if scope.names.get(e.obj.id) == TENSOR:
@@ -484,6 +523,10 @@ def _known(c: Expr, holds: bool) -> frozenset[str]:
     return frozenset()
 
 
+def is_expr(value: object) -> bool:
+    return type(value) in _CHILDREN
+
+
 def walk(e: Expr) -> list[Expr]:
     """Every node of ``e``, parents before children, left to right."""
     out: list[Expr] = []
@@ -508,6 +551,7 @@ _CHILDREN = {
     BoolOp: lambda e: e.values,
     In: lambda e: (e.operand, *e.options),
     IsNone: lambda e: (e.operand,),
+    Index: lambda e: (e.obj,),
     Call: lambda e: e.args,
     Method: lambda e: (e.obj, *e.args),
 }
@@ -592,6 +636,8 @@ def _unparse(e: Expr, parent: int) -> str:
     elif isinstance(e, IsNone):
         p = _PREC["cmp"]
         s = f"{e.operand.id} is None"
+    elif isinstance(e, Index):
+        return f"{e.obj.id}[{e.index}]"
     elif isinstance(e, Call):
         return f"{e.fn}({', '.join(_unparse(a, 0) for a in e.args)})"
     elif isinstance(e, Method):

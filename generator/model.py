@@ -326,10 +326,24 @@ def reduction_derivable(kernel: ReduceKernel, indexed: bool) -> bool:
 
 
 def attribute_kind(a: Argument) -> str:
+    """The kind of the attribute's value in expressions; of one element for a list (`betas[0]`)."""
     t = a.type
-    if t.is_list or (t.optional and t.base not in OPTIONAL_ATTRIBUTE_BASES):
+    if t.is_list and a.name not in list_attributes((a,)):
+        return "unusable"
+    if t.optional and t.base not in OPTIONAL_ATTRIBUTE_BASES:
         return "unusable"
     return {"float": E.NUM, "Scalar": E.NUM, "int": E.INT, "SymInt": E.INT, "bool": E.BOOL, "str": E.STR}[t.base]
+
+
+# Lists whose elements expressions may read: sized, never None, of plain numbers or flags
+# (a SymInt[] element would be symbolic where kernels need a concrete number).
+INDEXABLE_LIST_BASES = ("float", "int", "bool")
+
+
+def list_attributes(arguments) -> dict[str, int]:
+    """Sized list attributes expressions may index: name -> size."""
+    return {a.name: a.type.list_size for a in arguments
+            if a.type.is_list and a.type.list_size is not None and not a.type.optional and a.type.base in INDEXABLE_LIST_BASES}
 
 
 # Optional attributes expressions may read, guarded by `is None` tests (a Scalar? has no C++
@@ -466,7 +480,20 @@ class _SpecParser:
                 raise self.argument_error(self.schema.argument(name), f"argument name '{name}' is taken: in the {what} it names "
                                                                       f"{EXPRESSION_NAMES.get(name, 'an output')}; rename the argument")
         names.update(extra or {})
-        return E.Scope(names, elementwise, what, optional=optional_attributes(self.schema.attributes))
+        return E.Scope(names, elementwise, what, optional=optional_attributes(self.schema.attributes),
+                       lists=list_attributes(self.schema.attributes))
+
+    @staticmethod
+    def unusable(a: Argument) -> str:
+        """Why an expression can't read argument ``a``, and what would work."""
+        t = a.type
+        if t.is_list and t.base in INDEXABLE_LIST_BASES and t.list_size is None and not t.optional:
+            return f"'{a.name}' is a list without a size ({t}); declare one to read its elements, e.g. {t.base}[2] {a.name}, then {a.name}[0]"
+        if t.is_list:
+            return (f"'{a.name}' ({t}) can't be used in an expression; elements of sized {', '.join(INDEXABLE_LIST_BASES[:-1])} "
+                    f"and {INDEXABLE_LIST_BASES[-1]} lists can (float[2] betas, then betas[0])")
+        return (f"'{a.name}' ({t}) can't be used in an expression; optional float, int, bool and str attributes can, "
+                "guarded by 'is None' tests")
 
     def argument_error(self, a: Argument, message: str) -> SpecError:
         """An error located at the argument's name in the signature."""
@@ -482,8 +509,7 @@ class _SpecParser:
             e = E.parse_expr(text)
             for node in E.walk(e):  # before the type check, which would only say the name isn't a number
                 if isinstance(node, E.Name) and scope.names.get(node.id) == "unusable":
-                    raise E.ExprError(node.col, f"'{node.id}' is a list, optional tensor or Scalar? argument and can't be used in an "
-                                                "expression (optional float, int, bool and str attributes can)")
+                    raise E.ExprError(node.col, self.unusable(self.schema.argument(node.id)))
                 if isinstance(node, E.Num) and isinstance(node.value, float) and not math.isfinite(node.value):
                     raise E.ExprError(node.col, "numeric literals must be finite")
             kind = E.typecheck(e, scope)
@@ -810,6 +836,9 @@ class _SpecParser:
             return None
         path = ("gradient",)
         value = self.d["gradient"]
+        if value is None or value is False or (isinstance(value, str) and value.lower() in ("none", "null", "no")):
+            raise self.err(path, "to say the op has no gradient, leave 'gradient' out (backward through it then "
+                                 "raises an error naming the op)")
         reduction = isinstance(kernel, ReduceKernel)
         if isinstance(kernel, CustomKernel):
             return self.custom_gradient(path, value, kernel)

@@ -109,6 +109,21 @@ def gradients_check(overload, op: OpSpec, case: Case, differentiable: list[str])
         assert torch.autograd.gradgradcheck(fn, leaves, check_fwd_over_rev=forward_ad and fwd_over_rev_checkable(op))
 
 
+def backward_raises(overload, op: OpSpec, namespace: str, case: Case) -> None:
+    """An op without a gradient: its floating outputs take part in autograd, and backward through
+    them raises an error naming the op (not torch's warning and a missing gradient)."""
+    template = case.tensors(op, dtype=torch.float64)
+    leaves = tuple(v.detach().requires_grad_() for _, v in flat(template))
+    floating = [o for o in outputs(call(overload, op, unflat(template, leaves), case.attrs)) if o.is_floating_point()]
+    assert floating and all(o.requires_grad for o in floating), f"{op.name}: outputs outside autograd"
+    try:
+        torch.autograd.grad([o.sum() for o in floating], leaves, allow_unused=True)
+    except RuntimeError as e:
+        assert f"derivative for {namespace}::{op.name} is not implemented" in str(e), str(e)
+    else:
+        raise AssertionError(f"{op.name} has no gradient, yet backward through it passed")
+
+
 def _writes_in_place(overload, op: OpSpec, tensors: dict, attrs: dict) -> bool:
     """Whether `<op>_` can write the result into the first argument: it has the result's shape (a
     larger result, a broadcast, is refused; inplace_matches_out_of_place checks that)."""

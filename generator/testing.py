@@ -46,6 +46,11 @@ _BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul,
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 
 
+def _element(value: Any, i: int) -> Any:
+    """Element ``i`` of a list attribute's value; an int list may be given as one int, for all."""
+    return value[i] if isinstance(value, (list, tuple)) else value
+
+
 def compile_condition(e: E.Expr) -> Callable[[dict[str, Any]], Any]:
     """An attribute-only expression as a Python function of the attribute values, for the many
     assignments the test emitters try (far faster than walking the tree for each)."""
@@ -72,6 +77,9 @@ def compile_condition(e: E.Expr) -> Callable[[dict[str, Any]], Any]:
     if isinstance(e, E.IsNone):
         name = e.operand.id
         return lambda env: env.get(name) is None
+    if isinstance(e, E.Index):
+        name, i = e.obj.id, e.index
+        return lambda env: _element(env.get(name), i)
     if isinstance(e, E.In):
         operand, options = compile_condition(e.operand), [compile_condition(o) for o in e.options]
         return lambda env: operand(env) in [o(env) for o in options]
@@ -103,8 +111,9 @@ def _choices(op: OpSpec, name: str) -> list[Any]:
     else:
         if arg.type.optional:  # None, then values: kernels must handle both
             options.append(None)
-        if arg.type.is_list:
-            options += [tuple(_CANDIDATES.get(arg.type.base, ())[:1]) * (arg.type.list_size or 1)]
+        if arg.type.is_list:  # elements that differ, so a check comparing two of them can pass and fail
+            values, n = _CANDIDATES.get(arg.type.base, ()), arg.type.list_size or 1
+            options += [tuple(values[(i + k) % len(values)] for i in range(n)) for k in range(2)] if values else []
         else:
             options += list(_CANDIDATES.get(arg.type.base, ()))
     seen: list[Any] = []
@@ -183,8 +192,11 @@ def load_op(project, name: str) -> OpSpec:
 
 def _invalid_extras(op: OpSpec, name: str) -> list[Any]:
     """Values worth trying only to violate a check: a string no check allows, non-finite floats, a negative size."""
-    base = op.schema.argument(name).type.base
-    return {"str": ["__bad__"], "float": [math.inf, math.nan], "Scalar": [math.inf], "SymInt": [-1]}.get(base, [])
+    t = op.schema.argument(name).type
+    if t.is_list:
+        bad = {"float": [math.inf, math.nan, -1.0], "int": [0, -1], "SymInt": [-1]}.get(t.base, [])
+        return [(v,) * (t.list_size or 1) for v in bad]
+    return {"str": ["__bad__"], "float": [math.inf, math.nan], "Scalar": [math.inf], "SymInt": [-1]}.get(t.base, [])
 
 
 def reference_fn(namespace: str, op: OpSpec):

@@ -111,7 +111,10 @@ def _yaml_error(path: str, text: str, e: yaml.YAMLError) -> SpecError:
     if isinstance(e, yaml.MarkedYAMLError):
         mark = e.problem_mark or e.context_mark
         loc = _mark(path, mark) if mark else Location(path, 1, 1)
-        return SpecError(loc, "invalid YAML: " + " ".join(str(e.problem or e.context).split()))
+        message = " ".join(str(e.problem or e.context).split())
+        if message == "did not find expected ',' or ']'":  # `shape: [x.size(0) + pad[0]]`
+            message += "; quote an expression with brackets inside a [...] list, e.g. [\"x.size(0) + pad[0]\"]"
+        return SpecError(loc, "invalid YAML: " + message)
     return SpecError(Location(path, 1, 1), "invalid YAML: " + " ".join(str(e).split()))
 
 

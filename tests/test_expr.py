@@ -61,7 +61,6 @@ def test_kinds(text, kind):
         ("exp(" * 100 + "x" + ")" * 100, 260, "too deeply nested"),
         # what a PyTorch or NumPy user writes first, answered with the language's own spelling
         ("x if x > 0 else 0", 0, "write where(cond, a, b)"),
-        ("c[0] + x * c[1]", 0, "indexing is not supported in expressions; declare one attribute per value (float c0, float c1)"),
         ("(x > 0) & (y > 0)", 0, "combine conditions with 'and'"),
         ("x > 0 | y > 0", 4, "combine conditions with 'or'"),
         ("~(x > 0)", 0, "negate a condition with 'not'"),
@@ -266,3 +265,41 @@ kernel: {pointwise: x * s * n}
     scope = check_scope(op)
     assert cpp_expr.symbolic(op.checks[0].expr, scope) == "(std::isfinite(static_cast<double>(s.toDouble())) && (s.toDouble() > 0.0))"
     assert cpp_expr.symbolic(op.checks[1].expr, scope) == "n.sym_gt(c10::SymInt(int64_t{1}))"
+
+
+LISTS = E.Scope({"x": E.TENSOR, "c": E.NUM, "k": E.INT, "w": E.NUM}, True, "kernel expression", lists={"c": 3, "k": 2})
+
+
+@pytest.mark.parametrize("text, kind", [("c[0] + x * c[2]", E.ELEM), ("k[1] * 2", E.INT), ("c[0] > k[1]", E.BOOL)])
+def test_sized_list_attributes_are_read_one_element_at_a_time(text, kind):
+    e = E.parse_expr(text)
+    assert E.typecheck(e, LISTS) == kind
+    assert E.parse_expr(E.unparse(e)) == e and E.unparse(e) == text
+
+
+@pytest.mark.parametrize("text, col, message", [
+    ("x * c", 4, "'c' is a list (3 elements); read one element, e.g. c[0]"),
+    ("x * c[3]", 4, "index 3 is out of range: 'c' has 3 element(s), c[0] to c[2]"),
+    ("x * c[-1]", 6, "negative indices are not supported; count from the front, e.g. c[0]"),
+    ("x * c[k[0]]", 6, "an index must be a literal integer, e.g. betas[0]"),
+    ("x * c[0:2]", 6, "slices are not supported"),
+    ("x[0] * 2", 0, "'x' is not a list attribute; only sized lists (float[2] betas) can be indexed"),
+    ("w[0] * 2", 0, "'w' is not a list attribute"),
+    ("cc[0] * 2", 0, "unknown name 'cc'"),
+    ("exp(x)[0]", 0, "only a list attribute can be indexed"),
+])
+def test_indexing_errors_say_what_to_write(text, col, message):
+    with pytest.raises(E.ExprError) as info:
+        E.typecheck(E.parse_expr(text), LISTS)
+    assert message in info.value.message and info.value.col == col, (info.value.col, info.value.message)
+
+
+def test_list_elements_print_as_per_call_values():
+    code = cpp_expr.kernel_code(E.parse_expr("c[0] + x * (c[1] + x * k[1])"), LISTS, ["x"])
+    assert code.hoisted_numbers == ["c[0]", "c[1]", "static_cast<double>(k[1])"]
+    assert code.body == "(_u0 + (x * (_u1 + (x * _u2))))"
+    assert python.reference(E.parse_expr("c[0] + x * k[1]"), LISTS) == "(c[0] + (x * k[1]))"
+    check = E.Scope(LISTS.names, False, "check", lists=LISTS.lists)
+    assert cpp_expr.symbolic(E.parse_expr("k[0] + 1 > c[1]"), check) == "((static_cast<double>(k[0]) + 1.0) > c[1])"
+    assert cpp_expr.symbolic(E.parse_expr("x.size(0) == k[0] + 1"), check) == \
+        "x.sym_size(int64_t{0}).sym_eq(c10::SymInt(opgen::int_arith('+', k[0], int64_t{1}, _op)))"

@@ -121,6 +121,8 @@ def test_name_must_match_file():
         ("- a\n- b\n", 1, "a spec must be a mapping"),
         ("signature: x(Tensor a) -> Tensor\nsignature: y\n", 2, "duplicate key 'signature' (first defined at line 1)"),
         ("signature: 'unterminated\n", 2, "invalid YAML"),
+        ("signature: x(Tensor a, int[2] p) -> Tensor\nshape: [a.size(0) + p[0]]\n", 2,
+         "invalid YAML: did not find expected ',' or ']'; quote an expression with brackets inside a [...] list"),
         ("signature: x(Tensor a) -> Tensor\n", 1, "missing required key 'dtypes'"),
         ("a: &x [1]\nb: *x\n<<: {c: 1}\n", 3, "mapping keys must be plain strings"),
     ],
@@ -235,3 +237,27 @@ def test_autocast_errors(value, dtypes, message):
     e = error(GOOD.replace("[float32, float64, float16, bfloat16]", dtypes) + f"autocast: {value}\n")
     assert message in e.message, e.message
     assert (e.location.line, e.location.col) == (10, 11), str(e)
+
+
+@pytest.mark.parametrize("declared, message", [
+    ("float[2] weight=[1.0, 2.0]", None),
+    ("float[] weight=[1.0]", "'weight' is a list without a size (float[]); declare one to read its elements, e.g. float[2] weight, then weight[0]"),
+    ("float[2]? weight=None", "'weight' (float[2]?) can't be used in an expression; elements of sized float, int and bool lists can"),
+    ("SymInt[2] weight=[1, 2]", "'weight' (SymInt[2]) can't be used in an expression"),
+])
+def test_list_elements_in_expressions(declared, message):
+    text = GOOD.replace("float weight=1.0", declared).replace("weight * a + b", "weight[0] * a + b").replace(
+        "grad * weight", "grad * weight[0]")
+    if message is None:
+        op = parse(text)
+        assert E.unparse(op.kernel.expr) == "weight[0] * a + b"
+        assert parse(yaml.safe_dump(op.to_dict(), sort_keys=False)) == op
+        return
+    e = error(text)
+    assert message in e.message and (e.location.line, e.location.col) == (6, 14), str(e)
+
+
+@pytest.mark.parametrize("value", ["none", "None", "null", "false"])
+def test_no_gradient_is_said_by_leaving_it_out(value):
+    e = error(GOOD.replace("gradient:\n  a: grad * weight\n  b: grad\n", f"gradient: {value}\n"))
+    assert "to say the op has no gradient, leave 'gradient' out" in e.message and e.location.line == 7, str(e)

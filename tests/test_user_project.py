@@ -149,6 +149,40 @@ except ValueError as e:
     assert "sym_scale(): check 'n > 0' failed (got n=0)" in str(e), str(e)
 else:
     raise AssertionError("no error for n=0")
+# elements of list attributes: values, their sizes checked, failed checks showing the lists
+pm, mm, vm = (torch.randn(6, dtype=torch.float64) for _ in range(3))
+vm = vm.abs() + 0.1
+torch.testing.assert_close(ops.adam_step(pm, mm, vm, lr=0.01, betas=[0.8, 0.99], eps=1e-6, steps=[3, 5]),
+                           pm - 0.01 * (mm / (1 - 0.8 ** 3)) / ((vm / (1 - 0.99 ** 5)).sqrt() + 1e-6))
+assert torch.autograd.gradcheck(lambda *t: ops.adam_step(*t, lr=0.1, betas=[0.5, 0.7], steps=[2, 3]),
+                                [t.clone().requires_grad_() for t in (pm, mm, vm)], check_forward_ad=True)
+adam = torch.compile(lambda *t: ops.adam_step(*t, betas=[0.5, 0.5]), fullgraph=True, backend="aot_eager")
+torch.testing.assert_close(adam(pm, mm, vm), ops.adam_step(pm, mm, vm, betas=[0.5, 0.5]))
+assert torch.equal(ops.pad_rows(torch.arange(3.0), [2, 1], [True, True]), torch.tensor([1.0, 1, 0, 1, 2, 1]))
+with torch.device("meta"):
+    assert ops.pad_rows(torch.empty(4), [2, 3]).shape == (9,)
+# no gradient in the spec: backward raises, naming the op (torch's default warns and gives None)
+xr = torch.ones(3, requires_grad=True)
+try:
+    torch.autograd.grad(ops.pad_rows(xr).sum(), xr)
+except RuntimeError as e:
+    assert "derivative for myops::pad_rows is not implemented" in str(e), str(e)
+else:
+    raise AssertionError("backward through pad_rows, which has no gradient, passed")
+for call, expected in ((lambda: ops.adam_step(pm, mm, vm, betas=[0.9]), "adam_step(): argument 'betas' must have 2 elements, "
+                        "as its type float[2] says (got 1)"),
+                       (lambda: ops.adam_step(pm, mm, vm, steps=[1, 2, 3]), "adam_step(): argument 'steps' must have 2 elements"),
+                       (lambda: ops.adam_step(pm, mm, vm, betas=[0.9, 1.5]), "adam_step(): check 'betas[0] >= 0 and betas[0] < 1 "
+                        "and betas[1] >= 0 and betas[1] < 1' failed (got betas=[0.9, 1.5])"),
+                       (lambda: ops.pad_rows(torch.ones(2), [1, -1]), "check 'pad[0] >= 0 and pad[1] >= 0' failed (got pad=[1, -1])"),
+                       (lambda: ops.pad_rows(torch.ones(2), fill=[False, True]), "check 'fill[0] or not fill[1]' failed "
+                        "(got fill=[False, True])")):
+    try:
+        call()
+    except ValueError as e:
+        assert expected in str(e), str(e)
+    else:
+        raise AssertionError("no error for " + expected)
 # every kind of attribute, none at its default; the node keeps its own copies of the lists
 xa = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
 ya = ops.every_attribute(xa, [1], True, w=list([3.0]), v=[1.0, 2.0], k=[2], s=[1], flags=[False, True], pair=[4, 5],
@@ -287,6 +321,34 @@ OPTIONALS = {"signature": "optionals(Tensor x, Tensor y, *, bool? flag=None, str
 SYM_SCALE = {"signature": "sym_scale(Tensor x, *, SymInt n=2) -> Tensor", "dtypes": ["float32", "float64"],
              "shape": ["n * 1 + 0", "x.size(0)"], "checks": ["x.dim() == 1", "n > 0"], "kernel": {"pointwise": "x * n"},
              "gradient": {"x": "grad * n"}, "test": {"shapes": {"x": [4]}}}
+
+# Elements of sized list attributes (betas[0]) in a kernel, its derived gradient and checks: an Adam
+# step, whose float[2] and int[2] pairs are torch.optim.Adam's.
+ADAM_STEP = {"signature": "adam_step(Tensor p, Tensor m, Tensor v, *, float lr=0.001, float[2] betas=[0.9, 0.999], "
+                          "float eps=1e-8, int[2] steps=[1, 1]) -> Tensor",
+             "dtypes": ["float32", "float64"], "shape": "broadcast(p, m, v)",
+             "checks": ["betas[0] >= 0 and betas[0] < 1 and betas[1] >= 0 and betas[1] < 1", "steps[0] > 0 and steps[1] > 0"],
+             "kernel": {"pointwise": "p - lr * (m / (1 - betas[0] ** steps[0])) / (sqrt(v / (1 - betas[1] ** steps[1])) + eps)"},
+             "gradient": "auto", "test": {"ranges": {"v": [0.01, 2]}}}
+
+# ... and in a shape rule and a check of a hand-written kernel, with a bool[2].
+PAD_ROWS = {"signature": "pad_rows(Tensor x, int[2] pad=[1, 1], bool[2] fill=[True, False]) -> Tensor",
+            "dtypes": ["float32", "float64"], "shape": ["x.size(0) + pad[0] + pad[1]"],
+            "checks": ["x.dim() == 1", "pad[0] >= 0 and pad[1] >= 0", "fill[0] or not fill[1]"],
+            "kernel": {"cpu": "pad_rows.cpu.cpp"},
+            "reference": "torch.nn.functional.pad(x, (pad[0], pad[1]), value=1.0 if fill[1] else 0.0)",
+            "test": {"shapes": {"x": [5]}}}
+PAD_ROWS_KERNEL = """#include "kernels/pad_rows_kernel.h"
+
+namespace myops {
+
+void pad_rows_cpu(const at::Tensor& out, const at::Tensor& x, at::IntArrayRef pad, std::array<bool, 2> fill) {
+  out.fill_(fill[1] ? 1.0 : 0.0);
+  out.narrow(0, pad[0], x.size(0)).copy_(x);
+}
+
+}  // namespace myops
+"""
 
 # A hand-written kernel whose gradient formula reads a Scalar and a SymInt attribute (the node keeps
 # a double and an int64_t).
@@ -436,6 +498,9 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "sym_scale.yaml").write_text(yaml.safe_dump(SYM_SCALE))
     (project / "specs" / "hw_scale.yaml").write_text(yaml.safe_dump(HW_SCALE))
     (project / "specs" / "hw_scale.cpu.cpp").write_text(HW_SCALE_KERNEL)
+    (project / "specs" / "adam_step.yaml").write_text(yaml.safe_dump(ADAM_STEP))
+    (project / "specs" / "pad_rows.yaml").write_text(yaml.safe_dump(PAD_ROWS))
+    (project / "specs" / "pad_rows.cpu.cpp").write_text(PAD_ROWS_KERNEL)
     (project / "specs" / "every_attribute.yaml").write_text(yaml.safe_dump(EVERY_ATTRIBUTE))
     (project / "specs" / "every_attribute.cpu.cpp").write_text(EVERY_ATTRIBUTE_KERNEL)
     (project / "specs" / "every_attribute_backward.cpu.cpp").write_text(EVERY_ATTRIBUTE_BACKWARD)

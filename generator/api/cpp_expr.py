@@ -172,6 +172,9 @@ def uniform(e: E.Expr, scope: E.Scope) -> str:
         return value
     if isinstance(e, E.IsNone):
         return f"(!{e.operand.id}.has_value())"
+    if isinstance(e, E.Index):
+        element = f"{e.obj.id}[{e.index}]"
+        return f"static_cast<double>({element})" if scope.names[e.obj.id] == E.INT else element
     if isinstance(e, E.Unary):
         return f"(!{uniform(e.operand, scope)})" if e.op == "not" else f"(-{uniform(e.operand, scope)})"
     if isinstance(e, E.Binary):
@@ -266,6 +269,8 @@ def _int_uniform(e: E.Expr, scope: E.Scope) -> str:
         return f"int64_t{{{int(e.value)}}}"
     if isinstance(e, E.Name):  # an int attribute (SymInts are sizes: symbolic() prints them)
         return f"{e.id}.value_or(0)" if e.id in scope.optional else e.id
+    if isinstance(e, E.Index):
+        return f"{e.obj.id}[{e.index}]"
     if isinstance(e, E.Unary):
         return f"(-{_int_uniform(e.operand, scope)})"
     if isinstance(e, E.Binary):

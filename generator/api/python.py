@@ -87,6 +87,8 @@ def size(e: E.Expr) -> str:
         return repr(int(e.value))
     if isinstance(e, E.Name):
         return e.id
+    if isinstance(e, E.Index):
+        return f"{e.obj.id}[{e.index}]"
     if isinstance(e, E.Unary):
         return f"(-{size(e.operand)})"
     if isinstance(e, E.Binary):
@@ -119,6 +121,8 @@ class _Reference:
             return e.id
         if isinstance(e, E.IsNone):
             return f"({e.operand.id} is None)"
+        if isinstance(e, E.Index):
+            return f"{e.obj.id}[{e.index}]"
         if isinstance(e, E.Unary):
             if e.op == "not":
                 if E.typecheck(e, self.scope, self.kinds) == E.MASK:

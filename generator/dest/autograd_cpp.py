@@ -26,9 +26,6 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
     bw = backward.plan(op)
     if bw is None:
         return None
-    for a in bw.attributes:
-        if a.type.is_list:
-            raise NotImplementedError(f"{op.name}: list attribute '{a.name}' in a gradient formula")
     args = op.schema.arguments
     tensors = [a.name for a in op.tensor_inputs]
     scope = backward.scope(op)
@@ -90,7 +87,7 @@ def _tangents(op: OpSpec, bw: backward.BackwardPlan, composite: dict[str, str]) 
     if len(bw.grads) == 1:
         return [SimpleNamespace(name="_tangent_of", result="result", terms=[(n, composite[n]) for n in bw.differentiated])]
     scope = backward.scope(op)
-    scope = E.Scope({**scope.names, "grad": E.TENSOR}, True, scope.what, optional=scope.optional)
+    scope = scope.extended({"grad": E.TENSOR})
     out = []
     for g, r in zip(bw.grads, bw.results):
         names = {other: E.Num(0) for other in bw.grads}

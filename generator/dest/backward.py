@@ -168,8 +168,7 @@ def plan(op: OpSpec) -> BackwardPlan | None:
 def scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
     flags = {given_flag(g): E.BOOL for g in op.grad_names} if len(op.grad_names) > 1 else {}
-    return E.Scope({**s.names, **{n: E.TENSOR for n in (*op.grad_names, *op.result_names)}, **flags}, True, "gradient formula",
-                   optional=s.optional)
+    return s.extended({**{n: E.TENSOR for n in (*op.grad_names, *op.result_names)}, **flags}, "gradient formula")
 
 
 def kernel_code(op: OpSpec, p: BackwardPlan) -> cpp_expr.KernelCode | None:

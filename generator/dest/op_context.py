@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
 from .. import expr as E
 from ..api import cpp, cpp_expr
-from ..model import OpSpec, attribute_kind, optional_attributes
+from ..model import OpSpec, attribute_kind, list_attributes, optional_attributes
 from ..schema import Type
 
 
@@ -26,7 +27,7 @@ class KernelAttr:
 def kernel_scope(op: OpSpec) -> E.Scope:
     names = {a.name: E.TENSOR for a in op.tensor_inputs}
     names.update({a.name: attribute_kind(a) for a in op.attributes})
-    return E.Scope(names, True, "kernel expression", optional=optional_attributes(op.attributes))
+    return E.Scope(names, True, "kernel expression", optional=optional_attributes(op.attributes), lists=list_attributes(op.attributes))
 
 
 _SCALAR, _SYMINT = Type("Scalar"), Type("SymInt")
@@ -35,7 +36,7 @@ _SCALAR, _SYMINT = Type("Scalar"), Type("SymInt")
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
-    return E.Scope(s.names, False, "check", optional=s.optional,
+    return dataclasses.replace(s, elementwise=False, what="check",
                    cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type == _SCALAR},
                    sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT))
 
@@ -65,13 +66,15 @@ def dtype_names(op: OpSpec) -> str:
 class CheckCode:
     macro: str
     code: str
-    text: str
-    values: str  # C++ string fragment that prints the shapes and attribute values involved
+    message: str  # C++ arguments of the message after the op's name
 
 
 def checks(op: OpSpec) -> list[CheckCode]:
+    """The argument checks of the op's entry: the sizes of the lists expressions index, then the spec's."""
     scope = check_scope(op)
-    out = []
+    out = [CheckCode("TORCH_CHECK_VALUE", f"{name}.size() == {size}",
+                     f'"(): argument \'{name}\' must have {size} elements, as its type {op.schema.argument(name).type} says (got ", {name}.size(), ")"')
+           for name, size in indexed_lists(op).items()]
     for c in op.checks:
         reads_sizes = any(isinstance(n, E.Method) for n in E.walk(c.expr))
         code = cpp_expr.symbolic(c.expr, scope)
@@ -84,7 +87,28 @@ def checks(op: OpSpec) -> list[CheckCode]:
         # (`x.dim() == 2 and x.size(1) == 3`) may not exist
         shaped = dict.fromkeys(n.obj.id for n in E.walk(c.expr) if isinstance(n, E.Method))
         got = [f'{t} of shape ", {t}.sym_sizes(), "' for t in shaped] + [
-            f'{a}=", opgen::shown({a}), "' if a in scope.optional else f'{a}=", {a}, "' for a in attrs]
+            f'{a}=", opgen::shown({a}), "' for a in attrs]
         values = " (got " + ", ".join(got) + ")" if got else ""
-        out.append(CheckCode("TORCH_SYM_CHECK" if reads_sizes else "TORCH_CHECK_VALUE", code, c.text, values))
+        message = f'"(): check \'", {cpp.string_literal(c.text)}, "\' failed{values}"'
+        out.append(CheckCode("TORCH_SYM_CHECK" if reads_sizes else "TORCH_CHECK_VALUE", code, message))
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def indexed_lists(op: OpSpec) -> dict[str, int]:
+    """The list attributes that some expression of the op indexes (`betas[0]`), with their sizes."""
+    sizes = list_attributes(op.attributes)
+    return {n.obj.id: sizes[n.obj.id] for e in _expressions(op) for n in E.walk(e) if isinstance(n, E.Index)}
+
+
+def _expressions(value) -> list[E.Expr]:
+    """Every expression held anywhere in a spec's model (kernels, checks, shapes, gradients)."""
+    if E.is_expr(value):
+        return [value]
+    if dataclasses.is_dataclass(value):
+        return [e for f in dataclasses.fields(value) for e in _expressions(getattr(value, f.name))]
+    if isinstance(value, (tuple, list)):
+        return [e for v in value for e in _expressions(v)]
+    if isinstance(value, dict):
+        return [e for v in value.values() for e in _expressions(v)]
+    return []

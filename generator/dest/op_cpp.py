@@ -59,6 +59,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
         inplace=inplace(op),
         inplace_autograd=bw is not None,  # the autograd section records in-place calls too
         bool_output=op.kernel.bool_output,
+        no_derivative=autograd is None and not op.kernel.bool_output,  # a bool output never requires grad
         bw=bw if bw is not None and bw.computed else None,  # the backward op, when there is one
         bw_kernel_call=bw_kernel_call,
         kernel_call=kernel_call,
@@ -90,6 +91,7 @@ def emit_reduction(op: OpSpec, lib: Library, autograd: Part | None, autocast: Pa
         returns_type=cpp.returns_type(op.schema),
         schemas=registered_schemas(op),
         out_schema=out_schema(op) if "out" in op.variants else None,
+        no_derivative=autograd is None,
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
 
@@ -126,6 +128,7 @@ def emit_custom(op: OpSpec, lib: Library, autograd: Part | None, autocast: Part 
         schemas=registered_schemas(op),
         out_schema=out_schema(op) if "out" in op.variants else None,
         bw_params=bw_params,
+        no_derivative=autograd is None,
         bw_args=", ".join([*op.grad_names, cpp.names(op.schema.arguments), *op.result_names, "output_mask"]),
         incoming=list(op.grad_names),
         results=list(op.result_names),

@@ -45,7 +45,7 @@ def combine(k: ReduceKernel) -> E.Expr | None:
 
 def scope(op: OpSpec) -> E.Scope:
     s = ctx.kernel_scope(op)
-    return E.Scope({**s.names, "_acc": E.TENSOR, "_a": E.TENSOR, "_b": E.TENSOR}, True, "reduction", optional=s.optional)
+    return s.extended({"_acc": E.TENSOR, "_a": E.TENSOR, "_b": E.TENSOR}, "reduction")
 
 
 @functools.lru_cache(maxsize=1024)

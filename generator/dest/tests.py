@@ -72,6 +72,7 @@ def emit_op(op: OpSpec, lib: Library, output: str) -> GeneratedFile:
         shapes_text=_shapes_text(op),
         dtype_names=dtype_names(op),
         differentiable=list(differentiable_inputs(op)),
+        no_derivative=op.gradient is None and not (op.is_pointwise and op.kernel.bool_output),
         # a hand-written backward without a CUDA file has no CUDA gradient to compare
         cuda_gradients=not (op.gradient is not None and op.gradient.kernel is not None and op.gradient.kernel.cuda is None),
         unsupported=unsupported,

@@ -46,7 +46,7 @@ constexpr const char* _op = "opgen_ops.clamp";
 std::pair<c10::SymDimVector, at::ScalarType> clamp_check(const at::Tensor& x, double min, double max) {
   opgen::check_defined(x, _op, "x");
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
-  TORCH_CHECK_VALUE((min <= max), _op, "(): check '", "min <= max", "' failed (got max=", max, ", min=", min, ")");
+  TORCH_CHECK_VALUE((min <= max), _op, "(): check '", "min <= max", "' failed (got max=", opgen::shown(max), ", min=", opgen::shown(min), ")");
   [[maybe_unused]] constexpr const char* _rule = "same(x)";
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
   return {std::move(_shape), opgen::result_type({ x })};

@@ -31,7 +31,7 @@ std::pair<std::array<c10::SymDimVector, 3>, at::ScalarType> layer_norm_check(con
   TORCH_SYM_CHECK(weight.sym_size(int64_t{0}).sym_eq(x.sym_size(int64_t{-1})), _op, "(): check '", "weight.size(0) == x.size(-1)", "' failed (got weight of shape ", weight.sym_sizes(), ", x of shape ", x.sym_sizes(), ")");
   TORCH_SYM_CHECK(c10::SymInt(bias.dim()).sym_eq(c10::SymInt(int64_t{1})), _op, "(): check '", "bias.dim() == 1", "' failed (got bias of shape ", bias.sym_sizes(), ")");
   TORCH_SYM_CHECK(bias.sym_size(int64_t{0}).sym_eq(x.sym_size(int64_t{-1})), _op, "(): check '", "bias.size(0) == x.size(-1)", "' failed (got bias of shape ", bias.sym_sizes(), ", x of shape ", x.sym_sizes(), ")");
-  TORCH_CHECK_VALUE((eps > 0.0), _op, "(): check '", "eps > 0", "' failed (got eps=", eps, ")");
+  TORCH_CHECK_VALUE((eps > 0.0), _op, "(): check '", "eps > 0", "' failed (got eps=", opgen::shown(eps), ")");
   c10::SymDimVector _shape_y(x.sym_sizes().begin(), x.sym_sizes().end());
   c10::SymDimVector _shape_mean = opgen::reduced_sizes(x, opgen::reduce_mask(x, int64_t{-1}, _op, "dim"), true);
   c10::SymDimVector _shape_rstd = opgen::reduced_sizes(x, opgen::reduce_mask(x, int64_t{-1}, _op, "dim"), true);

@@ -25,7 +25,7 @@ std::pair<c10::SymDimVector, at::ScalarType> rms_norm_check(const at::Tensor& x,
   TORCH_SYM_CHECK(c10::SymInt(x.dim()).sym_ge(c10::SymInt(int64_t{1})), _op, "(): check '", "x.dim() >= 1", "' failed (got x of shape ", x.sym_sizes(), ")");
   TORCH_SYM_CHECK(c10::SymInt(weight.dim()).sym_eq(c10::SymInt(int64_t{1})), _op, "(): check '", "weight.dim() == 1", "' failed (got weight of shape ", weight.sym_sizes(), ")");
   TORCH_SYM_CHECK(weight.sym_size(int64_t{0}).sym_eq(x.sym_size(int64_t{-1})), _op, "(): check '", "weight.size(0) == x.size(-1)", "' failed (got weight of shape ", weight.sym_sizes(), ", x of shape ", x.sym_sizes(), ")");
-  TORCH_CHECK_VALUE((eps > 0.0), _op, "(): check '", "eps > 0", "' failed (got eps=", eps, ")");
+  TORCH_CHECK_VALUE((eps > 0.0), _op, "(): check '", "eps > 0", "' failed (got eps=", opgen::shown(eps), ")");
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
   return {std::move(_shape), _dtype};
 }

@@ -46,8 +46,8 @@ constexpr const char* _op = "opgen_ops.softplus";
 std::pair<c10::SymDimVector, at::ScalarType> softplus_check(const at::Tensor& x, double beta, double threshold) {
   opgen::check_defined(x, _op, "x");
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
-  TORCH_CHECK_VALUE((beta != 0.0), _op, "(): check '", "beta != 0", "' failed (got beta=", beta, ")");
-  TORCH_CHECK_VALUE(std::isfinite(static_cast<double>(beta)), _op, "(): check '", "isfinite(beta)", "' failed (got beta=", beta, ")");
+  TORCH_CHECK_VALUE((beta != 0.0), _op, "(): check '", "beta != 0", "' failed (got beta=", opgen::shown(beta), ")");
+  TORCH_CHECK_VALUE(std::isfinite(static_cast<double>(beta)), _op, "(): check '", "isfinite(beta)", "' failed (got beta=", opgen::shown(beta), ")");
   [[maybe_unused]] constexpr const char* _rule = "same(x)";
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
   return {std::move(_shape), opgen::result_type({ x })};

@@ -43,7 +43,7 @@ def _batched_args(info, in_dims, args) -> list:
     """The arguments with their batch dimension in front and padded to one logical rank."""
     # A Tensor[] argument has one dim per element; its elements share one shape (same(xs)),
     # so the unbatched ones are expanded over the batch rather than left to broadcast.
-    lists = {i for i, a in enumerate(args) if isinstance(a, (list, tuple))}
+    lists = {i for i, a in enumerate(args) if isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) for t in a)}
     dims = [d if i not in lists or isinstance(d, (list, tuple)) else [d] * len(args[i]) for i, d in enumerate(in_dims)]
     tensors = [(a, d) for i, (a, d) in enumerate(zip(args, dims)) if isinstance(a, torch.Tensor)]
     tensors += [(t, e) for i in lists for t, e in zip(args[i], dims[i])]

@@ -130,10 +130,29 @@ inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions&
   return new_output(shape, options);
 }
 
-// An optional attribute's value in a failed check's message: None, or the value.
+// An attribute's value in a failed check's message, as Python writes it: True, None, [1, 2].
+template <typename T>
+std::string shown(const T& value) {
+  return c10::str(value);
+}
+
+inline std::string shown(bool value) {
+  return value ? "True" : "False";
+}
+
+template <size_t N>
+std::string shown(const std::array<bool, N>& values) {
+  std::string out = "[";
+  for (size_t i = 0; i < N; ++i) {
+    out += (i ? ", " : "");
+    out += shown(values[i]);
+  }
+  return out + "]";
+}
+
 template <typename T>
 std::string shown(const std::optional<T>& value) {
-  return value.has_value() ? c10::str(*value) : std::string("None");
+  return value.has_value() ? shown(*value) : std::string("None");
 }
 
 inline void check_defined(const at::Tensor& t, const char* op, const char* arg) {

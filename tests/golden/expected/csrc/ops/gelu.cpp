@@ -46,7 +46,7 @@ constexpr const char* _op = "golden.gelu";
 std::pair<c10::SymDimVector, at::ScalarType> gelu_check(const at::Tensor& x, c10::string_view approximate) {
   opgen::check_defined(x, _op, "x");
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
-  TORCH_CHECK_VALUE((c10::string_view(approximate) == "none" || c10::string_view(approximate) == "tanh"), _op, "(): check '", "approximate in ['none', 'tanh']", "' failed (got approximate=", approximate, ")");
+  TORCH_CHECK_VALUE((c10::string_view(approximate) == "none" || c10::string_view(approximate) == "tanh"), _op, "(): check '", "approximate in ['none', 'tanh']", "' failed (got approximate=", opgen::shown(approximate), ")");
   [[maybe_unused]] constexpr const char* _rule = "same(x)";
   c10::SymDimVector _shape(x.sym_sizes().begin(), x.sym_sizes().end());
   return {std::move(_shape), opgen::result_type({ x })};

@@ -42,8 +42,8 @@ std::pair<c10::SymDimVector, at::ScalarType> isclose_check(const at::Tensor& a, 
   opgen::check_dtype(a, _op, "a", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
   opgen::check_dtype(b, _op, "b", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
   opgen::check_same_device(b, a, _op, "b", "a");
-  TORCH_CHECK_VALUE((rtol >= 0.0), _op, "(): check '", "rtol >= 0", "' failed (got rtol=", rtol, ")");
-  TORCH_CHECK_VALUE((atol >= 0.0), _op, "(): check '", "atol >= 0", "' failed (got atol=", atol, ")");
+  TORCH_CHECK_VALUE((rtol >= 0.0), _op, "(): check '", "rtol >= 0", "' failed (got rtol=", opgen::shown(rtol), ")");
+  TORCH_CHECK_VALUE((atol >= 0.0), _op, "(): check '", "atol >= 0", "' failed (got atol=", opgen::shown(atol), ")");
   [[maybe_unused]] constexpr const char* _rule = "broadcast(a, b)";
   c10::SymDimVector _shape;
   opgen::broadcast_into(_shape, a, _op, "a", _rule);

@@ -51,8 +51,8 @@ std::pair<c10::SymDimVector, at::ScalarType> scale_rows_check(const at::Tensor& 
   opgen::check_same_device(scale, x, _op, "scale", "x");
   TORCH_SYM_CHECK(c10::SymInt(x.dim()).sym_eq(c10::SymInt(int64_t{2})), _op, "(): check '", "x.dim() == 2", "' failed (got x of shape ", x.sym_sizes(), ")");
   TORCH_SYM_CHECK(c10::SymBool(opgen::all_of([&] { return c10::SymInt(scale.dim()).sym_eq(c10::SymInt(int64_t{2})); }, [&] { return scale.sym_size(int64_t{0}).sym_eq(x.sym_size(int64_t{0})); }, [&] { return scale.sym_size(int64_t{1}).sym_eq(c10::SymInt(int64_t{1})); })), _op, "(): check '", "scale.dim() == 2 and scale.size(0) == x.size(0) and scale.size(1) == 1", "' failed (got scale of shape ", scale.sym_sizes(), ", x of shape ", x.sym_sizes(), ")");
-  TORCH_CHECK_VALUE((static_cast<double>(power) >= 0.0), _op, "(): check '", "power >= 0", "' failed (got power=", power, ")");
-  TORCH_CHECK_VALUE((std::isfinite(static_cast<double>(offset.toDouble())) && (offset.toDouble() > -1000000.0) && (offset.toDouble() < 1000000.0)), _op, "(): check '", "isfinite(offset) and offset > (-1000000.0) and offset < 1000000.0", "' failed (got offset=", offset, ")");
+  TORCH_CHECK_VALUE((static_cast<double>(power) >= 0.0), _op, "(): check '", "power >= 0", "' failed (got power=", opgen::shown(power), ")");
+  TORCH_CHECK_VALUE((std::isfinite(static_cast<double>(offset.toDouble())) && (offset.toDouble() > -1000000.0) && (offset.toDouble() < 1000000.0)), _op, "(): check '", "isfinite(offset) and offset > (-1000000.0) and offset < 1000000.0", "' failed (got offset=", opgen::shown(offset), ")");
   [[maybe_unused]] constexpr const char* _rule = "[x.size(0), x.size(1)]";
   c10::SymDimVector _shape = { x.sym_size(int64_t{0}), x.sym_size(int64_t{1}) };
   opgen::check_sizes(_shape, _op, _rule);
