@@ -346,9 +346,8 @@ def list_attributes(arguments) -> dict[str, int]:
             if a.type.is_list and a.type.list_size is not None and not a.type.optional and a.type.base in INDEXABLE_LIST_BASES}
 
 
-# Optional attributes expressions may read, guarded by `is None` tests (a Scalar? has no C++
-# value type the kernels take; write float?).
-OPTIONAL_ATTRIBUTE_BASES = ("float", "int", "bool", "str")
+# Optional attributes expressions may read, guarded by `is None` tests.
+OPTIONAL_ATTRIBUTE_BASES = ("float", "Scalar", "int", "bool", "str")
 
 
 def optional_attributes(arguments) -> frozenset[str]:
@@ -492,8 +491,10 @@ class _SpecParser:
         if t.is_list:
             return (f"'{a.name}' ({t}) can't be used in an expression; elements of sized {', '.join(INDEXABLE_LIST_BASES[:-1])} "
                     f"and {INDEXABLE_LIST_BASES[-1]} lists can (float[2] betas, then betas[0])")
-        return (f"'{a.name}' ({t}) can't be used in an expression; optional float, int, bool and str attributes can, "
-                "guarded by 'is None' tests")
+        if t.base == "Tensor":
+            return f"'{a.name}' ({t}) can't be used in an expression; plain Tensor inputs can"
+        return (f"'{a.name}' ({t}) can't be used in an expression; optional {', '.join(OPTIONAL_ATTRIBUTE_BASES[:-1])} and "
+                f"{OPTIONAL_ATTRIBUTE_BASES[-1]} attributes can, guarded by 'is None' tests")
 
     def argument_error(self, a: Argument, message: str) -> SpecError:
         """An error located at the argument's name in the signature."""

@@ -267,6 +267,25 @@ kernel: {pointwise: x * s * n}
     assert cpp_expr.symbolic(op.checks[1].expr, scope) == "n.sym_gt(c10::SymInt(int64_t{1}))"
 
 
+def test_optional_scalars_are_optional_doubles_in_checks_and_kernels():
+    from opgen.dest.op_context import check_scope, kernel_attrs, kernel_scope
+    from opgen.yaml_source import load_spec_source
+    from opgen.model import OpSpec
+
+    op = OpSpec.parse(load_spec_source("specs/f.yaml", b"""
+signature: f(Tensor x, *, Scalar? lo=None) -> Tensor
+dtypes: [float32]
+shape: same(x)
+checks: ["lo is None or lo > 0"]
+kernel: {pointwise: "where(lo is None, x, maximum(x, lo))"}
+"""))
+    assert cpp_expr.symbolic(op.checks[0].expr, check_scope(op)) == "((!lo.has_value()) || (opgen::owned(lo).value_or(0.0) > 0.0))"
+    (attr,) = kernel_attrs(op, {"lo"})
+    assert (attr.cpp_type, attr.passed) == ("std::optional<double>", "opgen::owned(lo)")
+    code = cpp_expr.kernel_code(op.kernel.expr, kernel_scope(op), ["x"])
+    assert code.hoisted_conditions[0] == "(!lo.has_value())" and code.hoisted_numbers == ["lo.value_or(0.0)"]
+
+
 LISTS = E.Scope({"x": E.TENSOR, "c": E.NUM, "k": E.INT, "w": E.NUM}, True, "kernel expression", lists={"c": 3, "k": 2})
 
 

@@ -261,3 +261,12 @@ def test_list_elements_in_expressions(declared, message):
 def test_no_gradient_is_said_by_leaving_it_out(value):
     e = error(GOOD.replace("gradient:\n  a: grad * weight\n  b: grad\n", f"gradient: {value}\n"))
     assert "to say the op has no gradient, leave 'gradient' out" in e.message and e.location.line == 7, str(e)
+
+
+def test_optional_attributes_that_expressions_cannot_read():
+    text = GOOD.replace("float weight=1.0", "SymInt? weight=None").replace("weight * a + b", "where(weight is None, a, a + b)")
+    e = error(text)
+    assert "'weight' (SymInt?) can't be used in an expression; optional float, Scalar, int, bool and str attributes can" in e.message
+    op = parse(GOOD.replace("float weight=1.0", "Scalar? weight=None").replace("weight * a + b", "where(weight is None, a, weight * a) + b")
+               .replace("grad * weight", "where(weight is None, grad, grad * weight)"))
+    assert E.unparse(op.kernel.expr) == "where(weight is None, a, weight * a) + b"

@@ -116,7 +116,7 @@ for args in ((0.037, 3, -100, 90), (0.5, 0, -8, 7)):
     assert torch.equal(torch.autograd.grad(mine, xq, gq)[0], torch.autograd.grad(theirs, xq, gq)[0]), args
 # optional bounds, each None or a number, as torch.clamp's; NaN elements and bounds as torch's
 xc = torch.tensor([-2.0, -0.5, 0.0, 0.5, 2.0, float("nan"), float("inf")], dtype=torch.float64)
-for bounds in ({"min": -1.0}, {"max": 1.0}, {"min": -1.0, "max": 1.0}, {"min": 0.5, "max": 0.5},
+for bounds in ({"min": -1.0}, {"max": 1.0}, {"min": -1.0, "max": 1.0}, {"min": 0.5, "max": 0.5}, {"min": -1, "max": 2},
                {"min": float("nan")}, {"max": float("nan")}):
     torch.testing.assert_close(ops.clip(xc, **bounds), torch.clamp(xc, **bounds), equal_nan=True, rtol=0, atol=0)
 for bounds, expected in (({"min": 1.0, "max": 0.0}, "check 'min is None or max is None or min <= max' failed (got max=0, min=1)"),
@@ -300,8 +300,9 @@ TRAP_SUM = {"signature": "trap_sum(Tensor x, int[1] dim, bool keepdim=False, *, 
             "gradient": {"x": "2 * a * x * grad / a"}}  # a Scalar read by the check, map, post and the formula
 
 
-# torch.clamp's optional bounds: `is None` tests select the branch, reads guarded by them.
-CLIP = {"signature": "clip(Tensor x, *, float? min=None, float? max=None) -> Tensor", "dtypes": ["floating"],
+# torch.clamp's optional bounds, its `Scalar?` signature: `is None` tests select the branch, reads
+# guarded by them (float? attributes: OPTIONALS).
+CLIP = {"signature": "clip(Tensor x, *, Scalar? min=None, Scalar? max=None) -> Tensor", "dtypes": ["floating"],
         "shape": "same(x)", "checks": ["min is not None or max is not None", "min is None or max is None or min <= max"],
         "kernel": {"pointwise": "where(max is None, where(min is None, x, maximum(x, min)), "
                                 "minimum(where(min is None, x, maximum(x, min)), max))"},

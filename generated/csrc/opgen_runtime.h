@@ -130,6 +130,38 @@ inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions&
   return new_output(shape, options);
 }
 
+// An optional or list attribute as an autograd node keeps it and a kernel takes an optional
+// Scalar (cpp.member_type): lists and strings copied out of the call's views, Scalars as the
+// doubles formulas compute with.
+template <typename T>
+T owned(const T& value) {
+  return value;
+}
+template <typename T>
+std::vector<T> owned(c10::ArrayRef<T> values) {
+  return values.vec();
+}
+template <typename T>
+std::optional<std::vector<T>> owned(const c10::OptionalArrayRef<T>& values) {
+  return values.has_value() ? std::make_optional(values->vec()) : std::nullopt;
+}
+template <typename T>
+std::optional<std::vector<T>> owned(const std::optional<c10::ArrayRef<T>>& values) {
+  return values.has_value() ? std::make_optional(values->vec()) : std::nullopt;
+}
+inline std::optional<double> owned(const std::optional<at::Scalar>& value) {
+  return value.has_value() ? std::make_optional(value->toDouble()) : std::nullopt;
+}
+inline std::optional<std::string> owned(const std::optional<c10::string_view>& value) {
+  return value.has_value() ? std::make_optional(std::string(*value)) : std::nullopt;
+}
+
+// A kept optional list as the argument types take it (at::OptionalIntArrayRef converts from this).
+template <typename T>
+std::optional<c10::ArrayRef<T>> borrowed(const std::optional<std::vector<T>>& values) {
+  return values.has_value() ? std::make_optional(c10::ArrayRef<T>(*values)) : std::nullopt;
+}
+
 // An attribute's value in a failed check's message, as Python writes it: True, None, [1, 2].
 template <typename T>
 std::string shown(const T& value) {

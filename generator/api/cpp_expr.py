@@ -205,9 +205,10 @@ _NONE_READS_AS = {E.NUM: "0.0", E.INT: "0", E.BOOL: "false", E.STR: '""'}
 
 
 def _value_of(e: E.Name, scope: E.Scope) -> str:
+    value = scope.cpp_values.get(e.id, e.id)
     if e.id in scope.optional:
-        return f"{e.id}.value_or({_NONE_READS_AS[scope.names[e.id]]})"
-    return scope.cpp_values.get(e.id, e.id)
+        return f"{value}.value_or({_NONE_READS_AS[scope.names[e.id]]})"
+    return value
 
 
 def symbolic(e: E.Expr, scope: E.Scope) -> str:

@@ -30,14 +30,14 @@ def kernel_scope(op: OpSpec) -> E.Scope:
     return E.Scope(names, True, "kernel expression", optional=optional_attributes(op.attributes), lists=list_attributes(op.attributes))
 
 
-_SCALAR, _SYMINT = Type("Scalar"), Type("SymInt")
+_SYMINT = Type("SymInt")
 
 
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
     return dataclasses.replace(s, elementwise=False, what="check",
-                   cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type == _SCALAR},
+                   cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type.base == "Scalar"},
                    sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT))
 
 
@@ -45,9 +45,9 @@ def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
     out = []
     for a in op.attributes:
         if a.name in used:
-            if a.type in (_SCALAR, _SYMINT):
+            if a.type.base == "Scalar" or a.type == _SYMINT:
                 # kernels compute with doubles and concrete ints, as autograd nodes keep them: an
-                # at::Scalar converted once per call, a SymInt concrete by the time a kernel runs
+                # at::Scalar (or Scalar?) converted once per call, a SymInt concrete by the time a kernel runs
                 out.append(KernelAttr(a.name, cpp.member_type(a.type), cpp.to_member(a.type, a.name)))
             else:
                 out.append(KernelAttr(a.name, cpp.argument_type(a.type)))
