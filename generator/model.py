@@ -313,11 +313,14 @@ def _shape_value(rule: ShapeRule) -> Any:
 TENSOR_KIND = "tensor"
 
 
+_FORMULA_KINDS = {"float": "number", "Scalar": "number", "int": "int", "SymInt": "int", "bool": "bool", "str": None}
+
+
 def _formula_kind(a: Argument) -> str | None:
-    """How a whole-tensor formula sees an attribute (None: it can't use it)."""
+    """How a whole-tensor formula sees an attribute (None: it can't use it; a list: by element)."""
     if a.type.is_list or a.type.optional:
         return None
-    return {"float": "number", "Scalar": "number", "int": "int", "SymInt": "int", "bool": "bool", "str": None}[a.type.base]
+    return _FORMULA_KINDS[a.type.base]
 
 
 def reduction_derivable(kernel: ReduceKernel, indexed: bool) -> bool:
@@ -773,7 +776,9 @@ class _SpecParser:
         for a in self.schema.tensor_inputs:
             if a.name != x:
                 raise SpecError(self.src.inner_location(("signature",), a.col),
-                                f"a reduction reads one tensor input ('{x}'); '{a.name}' is not supported")
+                                f"a reduction reads one tensor input ('{x}'); '{a.name}' is not supported: compute the "
+                                f"map of several tensors with a pointwise op and reduce its output, or write a hand-written "
+                                f"kernel (kernel: {{cpu: <op>.cpu.cpp}})")
         if self.schema.arguments[0].name != x or any(a.type.optional or a.type.is_list or a.type.alias for a in self.schema.tensor_inputs):
             raise self.err(("signature",), f"a reduction's first argument is the plain 'Tensor {x}' it reduces")
         for d in dtypes:
@@ -894,6 +899,8 @@ class _SpecParser:
         names = {a.name: TENSOR_KIND for a in self.schema.tensor_inputs if a.name not in lists}
         names.update({a.name: _formula_kind(a) for a in self.schema.attributes if _formula_kind(a)})
         names.update(self.result_names())
+        indexable = {a.name: (_FORMULA_KINDS[a.type.base], a.type.list_size)
+                     for a in self.schema.attributes if a.name in list_attributes((a,)) and a.type.base != "bool"}
         self.check_gradient_keys(path, value, differentiable)
         formulas = {}
         for name in value:
@@ -902,7 +909,7 @@ class _SpecParser:
                 raise self.err(path + (name,), "a gradient formula is a string such as grad.mm(w)")
             own = dict(names, **({name: TENSOR_KIND} if name in lists else {}))  # a list input's formula sees one element
             try:
-                formulas[name] = parse_formula(str(text), own)
+                formulas[name] = parse_formula(str(text), own, indexable)
             except FormulaError as e:
                 raise SpecError(self.src.inner_location(path + (name,), e.col), e.message) from None
         return Gradient(False, tensor_formulas=tuple((n, formulas[n]) for n in differentiable if n in formulas))

@@ -105,7 +105,16 @@ class TMethod:
     col: int = field(default=0, compare=False)
 
 
-TExpr = Union[TName, TNum, TList, TBinary, TNeg, TMethod]
+@dataclass(frozen=True)
+class TIndex:
+    """`w[0]`: one element of a sized list attribute, a number (``kind``: number or int)."""
+    name: str
+    index: int
+    kind: str
+    col: int = field(default=0, compare=False)
+
+
+TExpr = Union[TName, TNum, TList, TBinary, TNeg, TMethod, TIndex]
 
 TENSOR, NUMBER, INT, BOOL, LIST = "tensor", "number", "int", "bool", "list"
 
@@ -115,6 +124,10 @@ class Formula:
     text: str  # canonical text (round-trips through parse)
     expr: TExpr
 
+    def indexed(self) -> set[str]:
+        """The list attributes the formula reads elements of."""
+        return _indexed_names(self.expr)
+
     def names(self) -> set[str]:
         out: set[str] = set()
         stack: list[TExpr] = [self.expr]
@@ -122,6 +135,8 @@ class Formula:
             e = stack.pop()
             if isinstance(e, TName):
                 out.add(e.id)
+            elif isinstance(e, TIndex):
+                out.add(e.name)
             elif isinstance(e, TBinary):
                 stack += [e.lhs, e.rhs]
             elif isinstance(e, TNeg):
@@ -131,8 +146,16 @@ class Formula:
         return out
 
 
-def parse_formula(text: str, names: dict[str, str]) -> Formula:
-    """Parses and checks ``text``; ``names`` maps each usable name to its kind (tensor, number, int, bool)."""
+def _indexed_names(e: TExpr) -> set[str]:
+    if isinstance(e, TIndex):
+        return {e.name}
+    children = {TBinary: lambda: (e.lhs, e.rhs), TNeg: lambda: (e.operand,), TMethod: lambda: (e.obj, *e.args)}.get(type(e))
+    return set().union(*(_indexed_names(c) for c in children())) if children else set()
+
+
+def parse_formula(text: str, names: dict[str, str], lists: dict[str, tuple[str, int]] | None = None) -> Formula:
+    """Parses and checks ``text``; ``names`` maps each usable name to its kind (tensor, number, int,
+    bool), ``lists`` each sized list attribute to its elements' kind and its size."""
     stripped = text.strip()
     lead = len(text) - len(text.lstrip())
     try:
@@ -141,16 +164,17 @@ def parse_formula(text: str, names: dict[str, str]) -> Formula:
         raise FormulaError((e.offset or 1) - 1 + lead, f"invalid formula syntax: {e.msg}") from None
     except (RecursionError, MemoryError, ValueError):
         raise FormulaError(0, "formula is too deeply nested") from None
-    expr = _Converter(lead, names).convert(tree.body, 0)
+    expr = _Converter(lead, names, lists or {}).convert(tree.body, 0)
     if kind_of(expr, names) != TENSOR:
         raise FormulaError(lead, "a gradient formula computes a tensor, e.g. grad.mm(w)")
     return Formula(unparse(expr), expr)
 
 
 class _Converter:
-    def __init__(self, lead: int, names: dict[str, str]) -> None:
+    def __init__(self, lead: int, names: dict[str, str], lists: dict[str, tuple[str, int]]) -> None:
         self.lead = lead
         self.names = names
+        self.lists = lists
 
     def convert(self, node: ast.AST, depth: int) -> TExpr:
         col = getattr(node, "col_offset", 0) + self.lead
@@ -159,7 +183,11 @@ class _Converter:
         sub = lambda n: self.convert(n, depth + 1)  # noqa: E731
         if isinstance(node, ast.Constant) and isinstance(node.value, (bool, int, float)):
             return TNum(node.value, col)
+        if isinstance(node, ast.Subscript):
+            return self.index(node, col)
         if isinstance(node, ast.Name):
+            if node.id in self.lists:
+                raise FormulaError(col, f"'{node.id}' is a list ({self.lists[node.id][1]} elements); read one element, e.g. {node.id}[0]")
             if node.id not in self.names:
                 known = sorted(self.names)
                 raise FormulaError(col, f"unknown name '{node.id}' in gradient formula; known names: {', '.join(known)}{did_you_mean(node.id, known)}")
@@ -191,11 +219,26 @@ class _Converter:
         raise FormulaError(col, f"unsupported syntax in a formula ({type(node).__name__}); use + - * / **, numbers, names and tensor methods")
 
 
+    def index(self, node: ast.Subscript, col: int) -> TIndex:
+        i = node.slice
+        if not (isinstance(node.value, ast.Name) and node.value.id in self.lists):
+            raise FormulaError(col, "only a sized list attribute can be indexed, e.g. w[0] for float[2] w")
+        name = node.value.id
+        kind, size = self.lists[name]
+        if not (isinstance(i, ast.Constant) and type(i.value) is int):
+            raise FormulaError(getattr(i, "col_offset", 0) + self.lead, f"an index must be a literal integer from 0 to {size - 1}, e.g. {name}[0]")
+        if not 0 <= i.value < size:
+            raise FormulaError(col, f"index {i.value} is out of range: '{name}' has {size} element(s), {name}[0] to {name}[{size - 1}]")
+        return TIndex(name, i.value, kind, col)
+
+
 def kind_of(e: TExpr, names: dict[str, str]) -> str:
     if isinstance(e, TNum):
         return BOOL if isinstance(e.value, bool) else (INT if isinstance(e.value, int) else NUMBER)
     if isinstance(e, TName):
         return names[e.id]
+    if isinstance(e, TIndex):
+        return e.kind
     if isinstance(e, TList):
         return LIST
     if isinstance(e, TNeg):
@@ -237,6 +280,8 @@ def unparse(e: TExpr, parent: int = 0) -> str:
         return repr(e.value)
     if isinstance(e, TName):
         return e.id
+    if isinstance(e, TIndex):
+        return f"{e.name}[{e.index}]"
     if isinstance(e, TList):
         return "[" + ", ".join(str(v) for v in e.values) + "]"
     if isinstance(e, TNeg):
@@ -265,6 +310,8 @@ def _cpp(e: TExpr, names: dict[str, str], rename: dict[str, str]) -> str:
         return repr(float(e.value)) if not isinstance(e.value, int) else f"int64_t{{{e.value}}}"
     if isinstance(e, TName):
         return rename.get(e.id, e.id)
+    if isinstance(e, TIndex):
+        return f"{e.name}[{e.index}]"
     if isinstance(e, TList):
         return "at::IntArrayRef{" + ", ".join(f"int64_t{{{v}}}" for v in e.values) + "}"
     if isinstance(e, TNeg):

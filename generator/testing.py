@@ -46,11 +46,6 @@ _BINARY = {"+": operator.add, "-": operator.sub, "*": operator.mul,
 _COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
 
 
-def _element(value: Any, i: int) -> Any:
-    """Element ``i`` of a list attribute's value; an int list may be given as one int, for all."""
-    return value[i] if isinstance(value, (list, tuple)) else value
-
-
 def compile_condition(e: E.Expr) -> Callable[[dict[str, Any]], Any]:
     """An attribute-only expression as a Python function of the attribute values, for the many
     assignments the test emitters try (far faster than walking the tree for each)."""
@@ -79,7 +74,7 @@ def compile_condition(e: E.Expr) -> Callable[[dict[str, Any]], Any]:
         return lambda env: env.get(name) is None
     if isinstance(e, E.Index):
         name, i = e.obj.id, e.index
-        return lambda env: _element(env.get(name), i)
+        return lambda env: env.get(name)[i]
     if isinstance(e, E.In):
         operand, options = compile_condition(e.operand), [compile_condition(o) for o in e.options]
         return lambda env: operand(env) in [o(env) for o in options]
@@ -98,7 +93,9 @@ def _choices(op: OpSpec, name: str) -> list[Any]:
     assert arg is not None
     options: list[Any] = []
     if arg.has_default:
-        options.append(arg.default)
+        sized = arg.type.is_list and arg.type.list_size is not None
+        # `int[2] k=1` is [1, 1], as the dispatcher expands it: references read k[0]
+        options.append((arg.default,) * arg.type.list_size if sized and isinstance(arg.default, (int, float)) else arg.default)
     if arg.type.base == "str":
         for c in op.checks:
             for n in E.walk(c.expr):

@@ -96,6 +96,8 @@ def test_max_with_indices():
     ("dtypes: [floating]", "dtypes: [int64]", 2, 9, "reductions accumulate in floating point"),
     ("  x: 2 * x * grad", "  x: 2 * x * grad * count * y", 7, 29, "unknown name 'y' in gradient formula"),
     ("-> Tensor", "-> (Tensor a, Tensor b)", 5, 33, "only max and min return indices"),
+    ("(Tensor x, int[1] dim", "(Tensor x, Tensor y, int[1] dim", 1, 34,
+     "a reduction reads one tensor input ('x'); 'y' is not supported: compute the map of several tensors with a pointwise op"),
     # names the expressions add must not hide an argument of the same name
     ("bool keepdim=False)", "bool keepdim=False, float acc=1.0)", 1, 72,
      "argument name 'acc' is taken: in the post expression it names the combined value; rename the argument"),
@@ -154,6 +156,7 @@ def test_handwritten_kernel_parses_and_round_trips():
     ("  x: grad.mm(w)", "  x: torch.mm(grad, w)", "unknown name 'torch' in gradient formula"),
     ("  x: grad.mm(w)", "  x: eps.mm(w)", "unknown name 'eps'"),
     ("  x: grad.mm(w)", "  x: grad.t(0)", "'t' takes 0 arguments, got 1"),
+    ("  x: grad.mm(w)", "  x: grad.mm(w)[0]", "only a sized list attribute can be indexed, e.g. w[0] for float[2] w"),
     ("  x: grad.mm(w)", "  y: grad", "'y' is not a tensor input; gradients are for: x, w, bias"),
     ("  x: grad.mm(w)\n  w: grad.t().mm(x)\n  bias: grad.sum(0)\n", "  {x: grad.transpose(0, 1).t().mm(w), w: grad.t().mm(x)}\n",
      "'1).t().mm(w)' is not a tensor input; gradients are for: x, w, bias; the expression of 'x' was cut at a comma"),
@@ -515,3 +518,22 @@ def test_test_values_default_to_the_domain_of_the_functions_an_input_is_passed_t
     assert ranges("x ** 2 + pow(y, 3)") == ((-3.0, 3.0), (-3.0, 3.0))  # integer powers take any sign
     assert ranges("log(x + 1) + y") == ((-3.0, 3.0), (-3.0, 3.0))
     assert ranges("asin(x) + y", "test:\n  ranges: {x: [-2, 2]}\n") == ((-2.0, 2.0), (-3.0, 3.0))
+
+
+@pytest.mark.parametrize("formula, message", [
+    ("grad.mm(w) * s[1]", None),
+    ("grad.mm(w) * s", "'s' is a list (2 elements); read one element, e.g. s[0]"),
+    ("grad.mm(w) * s[2]", "index 2 is out of range: 's' has 2 element(s), s[0] to s[1]"),
+    ("grad.mm(w) * s[-1]", "an index must be a literal integer from 0 to 1, e.g. s[0]"),
+    ("grad.mm(w) * u[0]", "only a sized list attribute can be indexed"),
+])
+def test_handwritten_formulas_read_list_elements(formula, message):
+    text = LINEAR.replace("Tensor? bias=None)", "Tensor? bias=None, *, float[2] s=[1.0, 2.0], float[] u=[1.0])").replace(
+        "  x: grad.mm(w)", f"  x: {formula}")
+    if message is None:
+        op = parse(text, "linear")
+        (f,) = [f for n, f in op.gradient.tensor_formulas if n == "x"]
+        assert f.text == formula and f.indexed() == {"s"}
+        assert parse(yaml.safe_dump(op.to_dict(), sort_keys=False), "linear") == op
+        return
+    assert message in error(text, "linear").message

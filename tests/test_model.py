@@ -270,3 +270,20 @@ def test_optional_attributes_that_expressions_cannot_read():
     op = parse(GOOD.replace("float weight=1.0", "Scalar? weight=None").replace("weight * a + b", "where(weight is None, a, weight * a) + b")
                .replace("grad * weight", "where(weight is None, grad, grad * weight)"))
     assert E.unparse(op.kernel.expr) == "where(weight is None, a, weight * a) + b"
+
+
+def test_test_values_of_list_attributes():
+    from opgen import testing
+
+    op = parse("""\
+        signature: f(Tensor a, *, int[2] k=1, float[2] c=[0.5, 2.0]) -> Tensor
+        dtypes: [float64]
+        shape: same(a)
+        checks: ["c[0] < c[1]", "k[0] > 0"]
+        kernel: {pointwise: "a * k[0] + c[1] - c[0]"}
+        """, "specs/f.yaml")
+    sets = testing.attribute_sets(op, limit=8)
+    assert sets[0] == {"k": (1, 1), "c": (0.5, 2.0)}  # `int[2] k=1` as the dispatcher expands it
+    assert all(s["c"][0] < s["c"][1] and s["k"][0] > 0 for s in sets) and len({s["k"] for s in sets}) > 1
+    # elements differ, so each check has a violation to try
+    assert [check for _, check in testing.invalid_attribute_sets(op)] == ["c[0] < c[1]", "k[0] > 0"]

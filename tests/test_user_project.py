@@ -156,6 +156,7 @@ torch.testing.assert_close(ops.adam_step(pm, mm, vm, lr=0.01, betas=[0.8, 0.99],
                            pm - 0.01 * (mm / (1 - 0.8 ** 3)) / ((vm / (1 - 0.99 ** 5)).sqrt() + 1e-6))
 assert torch.autograd.gradcheck(lambda *t: ops.adam_step(*t, lr=0.1, betas=[0.5, 0.7], steps=[2, 3]),
                                 [t.clone().requires_grad_() for t in (pm, mm, vm)], check_forward_ad=True)
+torch.testing.assert_close(ops.adam_step(pm, mm, vm), ops.adam_step(pm, mm, vm, steps=[1, 1]), rtol=0, atol=0)
 adam = torch.compile(lambda *t: ops.adam_step(*t, betas=[0.5, 0.5]), fullgraph=True, backend="aot_eager")
 torch.testing.assert_close(adam(pm, mm, vm), ops.adam_step(pm, mm, vm, betas=[0.5, 0.5]))
 assert torch.equal(ops.pad_rows(torch.arange(3.0), [2, 1], [True, True]), torch.tensor([1.0, 1, 0, 1, 2, 1]))
@@ -324,9 +325,9 @@ SYM_SCALE = {"signature": "sym_scale(Tensor x, *, SymInt n=2) -> Tensor", "dtype
              "gradient": {"x": "grad * n"}, "test": {"shapes": {"x": [4]}}}
 
 # Elements of sized list attributes (betas[0]) in a kernel, its derived gradient and checks: an Adam
-# step, whose float[2] and int[2] pairs are torch.optim.Adam's.
+# step, with torch.optim.Adam's float[2] betas; `int[2] steps=1` is [1, 1], as the dispatcher expands it.
 ADAM_STEP = {"signature": "adam_step(Tensor p, Tensor m, Tensor v, *, float lr=0.001, float[2] betas=[0.9, 0.999], "
-                          "float eps=1e-8, int[2] steps=[1, 1]) -> Tensor",
+                          "float eps=1e-8, int[2] steps=1) -> Tensor",
              "dtypes": ["float32", "float64"], "shape": "broadcast(p, m, v)",
              "checks": ["betas[0] >= 0 and betas[0] < 1 and betas[1] >= 0 and betas[1] < 1", "steps[0] > 0 and steps[1] > 0"],
              "kernel": {"pointwise": "p - lr * (m / (1 - betas[0] ** steps[0])) / (sqrt(v / (1 - betas[1] ** steps[1])) + eps)"},
@@ -351,19 +352,19 @@ void pad_rows_cpu(const at::Tensor& out, const at::Tensor& x, at::IntArrayRef pa
 }  // namespace myops
 """
 
-# A hand-written kernel whose gradient formula reads a Scalar and a SymInt attribute (the node keeps
-# a double and an int64_t).
-HW_SCALE = {"signature": "hw_scale(Tensor x, *, Scalar s=2, SymInt n=3) -> Tensor", "dtypes": ["float32", "float64"],
-            "shape": "same(x)", "checks": ["n > 0"], "kernel": {"cpu": "hw_scale.cpu.cpp"},
-            "gradient": {"x": "grad * s * n"}, "reference": "x * s * n"}
+# A hand-written kernel whose gradient formula reads a Scalar, a SymInt and elements of a float[2]
+# attribute (the node keeps a double, an int64_t and a std::vector<double>).
+HW_SCALE = {"signature": "hw_scale(Tensor x, *, Scalar s=2, SymInt n=3, float[2] w=[1.0, 0.5]) -> Tensor",
+            "dtypes": ["float32", "float64"], "shape": "same(x)", "checks": ["n > 0"], "kernel": {"cpu": "hw_scale.cpu.cpp"},
+            "gradient": {"x": "grad * s * n * w[0] * w[1]"}, "reference": "x * s * n * w[0] * w[1]"}
 HW_SCALE_KERNEL = """#include "kernels/hw_scale_kernel.h"
 
 #include <ATen/TensorOperators.h>
 
 namespace myops {
 
-void hw_scale_cpu(const at::Tensor& out, const at::Tensor& x, const at::Scalar& s, c10::SymInt n) {
-  out.copy_(x * (s.toDouble() * static_cast<double>(n.expect_int())));
+void hw_scale_cpu(const at::Tensor& out, const at::Tensor& x, const at::Scalar& s, c10::SymInt n, at::ArrayRef<double> w) {
+  out.copy_(x * (s.toDouble() * static_cast<double>(n.expect_int()) * w[0] * w[1]));
 }
 
 }  // namespace myops

@@ -98,7 +98,10 @@ def checks(op: OpSpec) -> list[CheckCode]:
 def indexed_lists(op: OpSpec) -> dict[str, int]:
     """The list attributes that some expression of the op indexes (`betas[0]`), with their sizes."""
     sizes = list_attributes(op.attributes)
-    return {n.obj.id: sizes[n.obj.id] for e in _expressions(op) for n in E.walk(e) if isinstance(n, E.Index)}
+    indexed = [n.obj.id for e in _expressions(op) for n in E.walk(e) if isinstance(n, E.Index)]
+    if op.gradient is not None:  # whole-tensor formulas of hand-written ops
+        indexed += [name for _, f in op.gradient.tensor_formulas for name in sorted(f.indexed())]
+    return {name: sizes[name] for name in indexed}
 
 
 def _expressions(value) -> list[E.Expr]:
