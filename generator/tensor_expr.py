@@ -124,33 +124,27 @@ class Formula:
     text: str  # canonical text (round-trips through parse)
     expr: TExpr
 
+    def names(self) -> set[str]:
+        """The tensors and attributes the formula reads (a list attribute when it reads an element)."""
+        return {e.id for e in _nodes(self.expr) if isinstance(e, TName)} | self.indexed()
+
     def indexed(self) -> set[str]:
         """The list attributes the formula reads elements of."""
-        return _indexed_names(self.expr)
-
-    def names(self) -> set[str]:
-        out: set[str] = set()
-        stack: list[TExpr] = [self.expr]
-        while stack:
-            e = stack.pop()
-            if isinstance(e, TName):
-                out.add(e.id)
-            elif isinstance(e, TIndex):
-                out.add(e.name)
-            elif isinstance(e, TBinary):
-                stack += [e.lhs, e.rhs]
-            elif isinstance(e, TNeg):
-                stack.append(e.operand)
-            elif isinstance(e, TMethod):
-                stack += [e.obj, *e.args]
-        return out
+        return {e.name for e in _nodes(self.expr) if isinstance(e, TIndex)}
 
 
-def _indexed_names(e: TExpr) -> set[str]:
-    if isinstance(e, TIndex):
-        return {e.name}
-    children = {TBinary: lambda: (e.lhs, e.rhs), TNeg: lambda: (e.operand,), TMethod: lambda: (e.obj, *e.args)}.get(type(e))
-    return set().union(*(_indexed_names(c) for c in children())) if children else set()
+def _nodes(e: TExpr) -> list[TExpr]:
+    out, stack = [], [e]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if isinstance(node, TBinary):
+            stack += [node.lhs, node.rhs]
+        elif isinstance(node, TNeg):
+            stack.append(node.operand)
+        elif isinstance(node, TMethod):
+            stack += [node.obj, *node.args]
+    return out
 
 
 def parse_formula(text: str, names: dict[str, str], lists: dict[str, tuple[str, int]] | None = None) -> Formula:
@@ -217,7 +211,6 @@ class _Converter:
         if isinstance(node, ast.Call):
             raise FormulaError(col, "call tensor methods, e.g. x.sqrt() or grad.mm(w)")
         raise FormulaError(col, f"unsupported syntax in a formula ({type(node).__name__}); use + - * / **, numbers, names and tensor methods")
-
 
     def index(self, node: ast.Subscript, col: int) -> TIndex:
         i = node.slice

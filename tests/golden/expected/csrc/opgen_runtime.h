@@ -130,9 +130,8 @@ inline at::Tensor new_output(c10::SymIntArrayRef shape, const at::TensorOptions&
   return new_output(shape, options);
 }
 
-// An optional or list attribute as an autograd node keeps it and a kernel takes an optional
-// Scalar (cpp.member_type): lists and strings copied out of the call's views, Scalars as the
-// doubles formulas compute with.
+// An attribute as autograd nodes keep it (cpp.member_type; kernels take a Scalar? so too): lists
+// and strings copied out of the call's views, Scalars as the doubles formulas compute with.
 template <typename T>
 T owned(const T& value) {
   return value;
