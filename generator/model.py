@@ -338,15 +338,21 @@ def attribute_kind(a: Argument) -> str:
     return {"float": E.NUM, "Scalar": E.NUM, "int": E.INT, "SymInt": E.INT, "bool": E.BOOL, "str": E.STR}[t.base]
 
 
-# Lists whose elements expressions may read: sized, never None, of plain numbers or flags
-# (a SymInt[] element would be symbolic where kernels need a concrete number).
+# Lists whose elements expressions may read: sized, never None, of plain numbers or flags; and in
+# checks and shape rules, of sizes (a SymInt[] element is symbolic, where kernels need a number).
 INDEXABLE_LIST_BASES = ("float", "int", "bool")
 
 
-def list_attributes(arguments) -> dict[str, int]:
-    """Sized list attributes expressions may index: name -> size."""
+def list_attributes(arguments, *, sizes: bool = False) -> dict[str, int]:
+    """Sized list attributes expressions may index: name -> size (``sizes``: SymInt[N] too)."""
+    bases = INDEXABLE_LIST_BASES + (("SymInt",) if sizes else ())
     return {a.name: a.type.list_size for a in arguments
-            if a.type.is_list and a.type.list_size is not None and not a.type.optional and a.type.base in INDEXABLE_LIST_BASES}
+            if a.type.is_list and a.type.list_size is not None and not a.type.optional and a.type.base in bases}
+
+
+def size_lists(arguments) -> dict[str, str]:
+    """The kinds of SymInt[N] attributes in checks and shape rules, where their elements are sizes."""
+    return {name: E.INT for name in list_attributes(arguments, sizes=True).keys() - list_attributes(arguments).keys()}
 
 
 # Optional attributes expressions may read, guarded by `is None` tests.
@@ -482,14 +488,19 @@ class _SpecParser:
                 raise self.argument_error(self.schema.argument(name), f"argument name '{name}' is taken: in the {what} it names "
                                                                       f"{EXPRESSION_NAMES.get(name, 'an output')}; rename the argument")
         names.update(extra or {})
+        if not elementwise:
+            names.update(size_lists(self.schema.attributes))
         return E.Scope(names, elementwise, what, optional=optional_attributes(self.schema.attributes),
-                       lists=list_attributes(self.schema.attributes))
+                       lists=list_attributes(self.schema.attributes, sizes=not elementwise))
 
     @staticmethod
     def unusable(a: Argument) -> str:
         """Why an expression can't read argument ``a``, and what would work."""
         t = a.type
-        if t.is_list and t.base in INDEXABLE_LIST_BASES and t.list_size is None and not t.optional:
+        if t.is_list and t.base == "SymInt" and t.list_size is not None and not t.optional:
+            return (f"'{a.name}' ({t}) holds sizes, which checks and shape rules read ({a.name}[0]); a kernel "
+                    f"reads an int[{t.list_size}] instead")
+        if t.is_list and t.base in INDEXABLE_LIST_BASES + ("SymInt",) and t.list_size is None and not t.optional:
             return f"'{a.name}' is a list without a size ({t}); declare one to read its elements, e.g. {t.base}[2] {a.name}, then {a.name}[0]"
         if t.is_list:
             return (f"'{a.name}' ({t}) can't be used in an expression; elements of sized {', '.join(INDEXABLE_LIST_BASES[:-1])} "

@@ -322,3 +322,24 @@ def test_list_elements_print_as_per_call_values():
     assert cpp_expr.symbolic(E.parse_expr("k[0] + 1 > c[1]"), check) == "((static_cast<double>(k[0]) + 1.0) > c[1])"
     assert cpp_expr.symbolic(E.parse_expr("x.size(0) == k[0] + 1"), check) == \
         "x.sym_size(int64_t{0}).sym_eq(c10::SymInt(opgen::int_arith('+', k[0], int64_t{1}, _op)))"
+
+
+def test_symint_list_elements_are_sizes_in_checks_and_shape_rules():
+    from opgen.dest.op_context import check_scope, checks
+    from opgen.yaml_source import load_spec_source
+    from opgen.model import OpSpec
+
+    op = OpSpec.parse(load_spec_source("specs/f.yaml", b"""
+signature: f(Tensor x, SymInt[2] pad=[1, 1]) -> Tensor
+dtypes: [float32]
+shape: ["x.size(0) + pad[0] + pad[1]"]
+checks: ["pad[0] >= 0"]
+kernel: {cpu: f.cpu.cpp}
+reference: x
+"""))
+    scope = check_scope(op)
+    assert cpp_expr.symbolic(op.shape.sizes[0], scope) == \
+        "opgen::size_arith('+', opgen::size_arith('+', x.sym_size(int64_t{0}), pad[0], _op), pad[1], _op)"
+    length, check = checks(op)
+    assert length.code == "pad.size() == 2"
+    assert check.code == "(pad[0].sym_ge(c10::SymInt(int64_t{0}))).expect_true(__FILE__, __LINE__)"  # a ValueError, deferred

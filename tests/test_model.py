@@ -243,7 +243,8 @@ def test_autocast_errors(value, dtypes, message):
     ("float[2] weight=[1.0, 2.0]", None),
     ("float[] weight=[1.0]", "'weight' is a list without a size (float[]); declare one to read its elements, e.g. float[2] weight, then weight[0]"),
     ("float[2]? weight=None", "'weight' (float[2]?) can't be used in an expression; elements of sized float, int and bool lists can"),
-    ("SymInt[2] weight=[1, 2]", "'weight' (SymInt[2]) can't be used in an expression"),
+    ("SymInt[2] weight=[1, 2]", "'weight' (SymInt[2]) holds sizes, which checks and shape rules read (weight[0]); a kernel reads an int[2]"),
+    ("SymInt[] weight=[1]", "'weight' is a list without a size (SymInt[])"),
 ])
 def test_list_elements_in_expressions(declared, message):
     text = GOOD.replace("float weight=1.0", declared).replace("weight * a + b", "weight[0] * a + b").replace(

@@ -162,6 +162,11 @@ torch.testing.assert_close(adam(pm, mm, vm), ops.adam_step(pm, mm, vm, betas=[0.
 assert torch.equal(ops.pad_rows(torch.arange(3.0), [2, 1], [True, True]), torch.tensor([1.0, 1, 0, 1, 2, 1]))
 with torch.device("meta"):
     assert ops.pad_rows(torch.empty(4), [2, 3]).shape == (9,)
+frames = torch._dynamo.testing.CompileCounter()
+padded = torch.compile(lambda t, k: ops.pad_rows(t, [k.shape[0], 1]), fullgraph=True, dynamic=True, backend=frames)
+for k in (2, 3, 4):
+    assert torch.equal(padded(torch.ones(3), torch.zeros(k)), ops.pad_rows(torch.ones(3), [k, 1]))
+assert frames.frame_count == 1, frames.frame_count  # the pad from a size stays symbolic
 # no gradient in the spec: backward raises, naming the op (torch's default warns and gives None)
 xr = torch.ones(3, requires_grad=True)
 try:
@@ -333,8 +338,9 @@ ADAM_STEP = {"signature": "adam_step(Tensor p, Tensor m, Tensor v, *, float lr=0
              "kernel": {"pointwise": "p - lr * (m / (1 - betas[0] ** steps[0])) / (sqrt(v / (1 - betas[1] ** steps[1])) + eps)"},
              "gradient": "auto", "test": {"ranges": {"v": [0.01, 2]}}}
 
-# ... and in a shape rule and a check of a hand-written kernel, with a bool[2].
-PAD_ROWS = {"signature": "pad_rows(Tensor x, int[2] pad=[1, 1], bool[2] fill=[True, False]) -> Tensor",
+# ... and in a shape rule and checks of a hand-written kernel: a SymInt[2], whose elements are sizes
+# there (symbolic under torch.compile), and a bool[2].
+PAD_ROWS = {"signature": "pad_rows(Tensor x, SymInt[2] pad=[1, 1], bool[2] fill=[True, False]) -> Tensor",
             "dtypes": ["float32", "float64"], "shape": ["x.size(0) + pad[0] + pad[1]"],
             "checks": ["x.dim() == 1", "pad[0] >= 0 and pad[1] >= 0", "fill[0] or not fill[1]"],
             "kernel": {"cpu": "pad_rows.cpu.cpp"},
@@ -344,9 +350,9 @@ PAD_ROWS_KERNEL = """#include "kernels/pad_rows_kernel.h"
 
 namespace myops {
 
-void pad_rows_cpu(const at::Tensor& out, const at::Tensor& x, at::IntArrayRef pad, std::array<bool, 2> fill) {
+void pad_rows_cpu(const at::Tensor& out, const at::Tensor& x, c10::SymIntArrayRef pad, std::array<bool, 2> fill) {
   out.fill_(fill[1] ? 1.0 : 0.0);
-  out.narrow(0, pad[0], x.size(0)).copy_(x);
+  out.narrow(0, pad[0].expect_int(), x.size(0)).copy_(x);
 }
 
 }  // namespace myops

@@ -218,6 +218,8 @@ def symbolic(e: E.Expr, scope: E.Scope) -> str:
         return uniform(e, scope) if kind != E.INT else _int_uniform(e, scope)
     if isinstance(e, E.Name):  # a SymInt attribute
         return e.id
+    if isinstance(e, E.Index):  # an element of a SymInt[N] attribute
+        return f"{e.obj.id}[{e.index}]"
     if isinstance(e, E.Method):
         obj = e.obj.id
         if e.method == "dim":
@@ -260,7 +262,7 @@ _ARITH_CODE = {"+": "+", "-": "-", "*": "*", "//": "/"}
 
 
 def _has_sizes(e: E.Expr, scope: E.Scope) -> bool:
-    """Whether ``e`` reads a size: a tensor's, or a SymInt attribute (symbolic under torch.compile)."""
+    """Whether ``e`` reads a size: a tensor's, or a SymInt attribute's or element's (symbolic under torch.compile)."""
     return any(isinstance(n, E.Method) or (isinstance(n, E.Name) and n.id in scope.sizes) for n in E.walk(e))
 
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .. import expr as E
 from ..api import cpp, cpp_expr
-from ..model import OpSpec, attribute_kind, list_attributes, optional_attributes
+from ..model import OpSpec, attribute_kind, list_attributes, optional_attributes, size_lists
 from ..schema import Type
 
 
@@ -36,9 +36,11 @@ _SYMINT = Type("SymInt")
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
     s = kernel_scope(op)
-    return dataclasses.replace(s, elementwise=False, what="check",
-                   cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type.base == "Scalar"},
-                   sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT))
+    lists = size_lists(op.attributes)
+    return dataclasses.replace(s, names={**s.names, **lists}, elementwise=False, what="check",
+                               lists=list_attributes(op.attributes, sizes=True),
+                               cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type.base == "Scalar"},
+                               sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT) | lists.keys())
 
 
 def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
@@ -97,7 +99,7 @@ def checks(op: OpSpec) -> list[CheckCode]:
 @functools.lru_cache(maxsize=1024)
 def indexed_lists(op: OpSpec) -> dict[str, int]:
     """The list attributes that some expression of the op indexes (`betas[0]`), with their sizes."""
-    sizes = list_attributes(op.attributes)
+    sizes = list_attributes(op.attributes, sizes=True)
     indexed = [n.obj.id for e in _expressions(op) for n in E.walk(e) if isinstance(n, E.Index)]
     if op.gradient is not None:  # whole-tensor formulas of hand-written ops
         indexed += [name for _, f in op.gradient.tensor_formulas for name in sorted(f.indexed())]
