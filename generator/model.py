@@ -355,6 +355,17 @@ def size_lists(arguments) -> dict[str, str]:
     return {name: E.INT for name in list_attributes(arguments, sizes=True).keys() - list_attributes(arguments).keys()}
 
 
+def expression_scope(attributes, names: dict[str, str], *, elementwise: bool, what: str) -> E.Scope:
+    """What expressions see: ``names`` (tensors, and what the context adds) and the op's
+    attributes, optional ones and list elements among them; SymInt[N] elements only where sizes
+    are read (not elementwise: checks and shape rules)."""
+    kinds = {**names, **{a.name: attribute_kind(a) for a in attributes}}
+    if not elementwise:
+        kinds.update(size_lists(attributes))
+    return E.Scope(kinds, elementwise, what, optional=optional_attributes(attributes),
+                   lists=list_attributes(attributes, sizes=not elementwise))
+
+
 # Optional attributes expressions may read, guarded by `is None` tests.
 OPTIONAL_ATTRIBUTE_BASES = ("float", "Scalar", "int", "bool", "str")
 
@@ -482,16 +493,12 @@ class _SpecParser:
 
     def scope(self, *, elementwise: bool, what: str, extra: dict[str, str] | None = None) -> E.Scope:
         names = {a.name: "unusable" if a.type.optional or a.type.is_list else E.TENSOR for a in self.schema.tensor_inputs}
-        names.update({a.name: attribute_kind(a) for a in self.schema.attributes})
         for name in extra or {}:
-            if name in names:
+            if self.schema.argument(name) is not None:
                 raise self.argument_error(self.schema.argument(name), f"argument name '{name}' is taken: in the {what} it names "
                                                                       f"{EXPRESSION_NAMES.get(name, 'an output')}; rename the argument")
         names.update(extra or {})
-        if not elementwise:
-            names.update(size_lists(self.schema.attributes))
-        return E.Scope(names, elementwise, what, optional=optional_attributes(self.schema.attributes),
-                       lists=list_attributes(self.schema.attributes, sizes=not elementwise))
+        return expression_scope(self.schema.attributes, names, elementwise=elementwise, what=what)
 
     @staticmethod
     def unusable(a: Argument) -> str:

@@ -7,7 +7,7 @@ from .. import expr as E
 from ..api import aten_expr, cpp
 from ..derivatives import gradient_formulas
 from ..library import Library
-from ..model import OpSpec, attribute_kind, list_attributes, optional_attributes
+from ..model import OpSpec, expression_scope
 from ..render import render
 from .autograd_cpp import node_name
 from .files import Part
@@ -17,8 +17,7 @@ TEMPLATE = "csrc/autograd/reduction.cpp.j2"
 
 def scope(op: OpSpec) -> E.Scope:
     names = {op.shape.tensors[0]: E.TENSOR, "grad": E.TENSOR, "result": E.TENSOR, "count": E.NUM, "ties": E.TENSOR}
-    names.update({a.name: attribute_kind(a) for a in op.attributes})
-    return E.Scope(names, True, "gradient formula", optional=optional_attributes(op.attributes), lists=list_attributes(op.attributes))
+    return expression_scope(op.attributes, names, elementwise=True, what="gradient formula")
 
 
 def emit(op: OpSpec, lib: Library) -> Part | None:

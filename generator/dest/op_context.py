@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .. import expr as E
 from ..api import cpp, cpp_expr
-from ..model import OpSpec, attribute_kind, list_attributes, optional_attributes, size_lists
+from ..model import OpSpec, expression_scope, list_attributes, size_lists
 from ..schema import Type
 
 
@@ -25,9 +25,7 @@ class KernelAttr:
 
 @functools.lru_cache(maxsize=1024)  # asked for by most emitters; scopes are never modified
 def kernel_scope(op: OpSpec) -> E.Scope:
-    names = {a.name: E.TENSOR for a in op.tensor_inputs}
-    names.update({a.name: attribute_kind(a) for a in op.attributes})
-    return E.Scope(names, True, "kernel expression", optional=optional_attributes(op.attributes), lists=list_attributes(op.attributes))
+    return expression_scope(op.attributes, {a.name: E.TENSOR for a in op.tensor_inputs}, elementwise=True, what="kernel expression")
 
 
 _SYMINT = Type("SymInt")
@@ -35,12 +33,9 @@ _SYMINT = Type("SymInt")
 
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
-    s = kernel_scope(op)
-    lists = size_lists(op.attributes)
-    return dataclasses.replace(s, names={**s.names, **lists}, elementwise=False, what="check",
-                               lists=list_attributes(op.attributes, sizes=True),
-                               cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type.base == "Scalar"},
-                               sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT) | lists.keys())
+    s = expression_scope(op.attributes, {a.name: E.TENSOR for a in op.tensor_inputs}, elementwise=False, what="check")
+    return dataclasses.replace(s, cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type.base == "Scalar"},
+                               sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT) | size_lists(op.attributes).keys())
 
 
 def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
