@@ -273,7 +273,10 @@ class Scope:
     elementwise: bool  # tensors stand for their elements (kernels, gradients)
     what: str  # 'kernel expression', 'check', ...
     hints: dict[str, str] = field(default_factory=dict)  # unknown name -> what to write instead
-    optional: frozenset[str] = frozenset()  # attributes that may be None (`float? eps=None`)
+    optional: frozenset[str] = frozenset()  # attributes that may be None (`float? eps=None`), and `absent`
+    # optional tensors (a pointwise op's `Tensor? bias`): generated C++ reads one through a stand-in
+    # when it is None and tests `<name>__absent`
+    absent: frozenset[str] = frozenset()
     # C++ reading an attribute whose parameter is not a plain number: in checks, an at::Scalar
     # (kernels and autograd nodes get doubles)
     cpp_values: dict[str, str] = field(default_factory=dict)
@@ -390,7 +393,8 @@ def _typecheck(e: Expr, scope: Scope, memo: dict[int, str]) -> str:
     if isinstance(e, IsNone):
         scope.kind_of(e.operand)
         if e.operand.id not in scope.optional:
-            raise ExprError(e.operand.col, f"'{e.operand.id}' is never None: only optional attributes (float? eps=None) are")
+            raise ExprError(e.operand.col, f"'{e.operand.id}' is never None: only optional attributes (float? eps=None) and "
+                                           f"tensors (Tensor? bias=None) are")
         return BOOL
     if isinstance(e, Index):
         size = scope.lists.get(e.obj.id)
@@ -481,7 +485,7 @@ def _described(kind: str) -> str:
 
 
 def check_optional_guards(e: Expr, scope: Scope) -> None:
-    """Raises at the first read of an optional attribute's value that a `where` or a condition
+    """Raises at the first read of an optional attribute's (or tensor's) value that a `where` or a condition
     does not guard with `is not None` (`where(eps is None, x, x + eps)`, `eps is None or eps > 0`).
     Printers read None as 0, so a guarded read computes a value nobody uses."""
     if scope.optional:
@@ -564,6 +568,8 @@ def reads_tensors(e: Expr, scope: Scope, memo: dict[int, bool]) -> bool:
     if found is None:
         if type(e) is Name:
             found = scope.names.get(e.id) == TENSOR
+        elif type(e) is IsNone:  # `bias is None` for a Tensor? input: one answer per call
+            found = False
         else:
             found = any(reads_tensors(child, scope, memo) for child in _CHILDREN[type(e)](e))
         memo[id(e)] = found

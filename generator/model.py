@@ -355,15 +355,22 @@ def size_lists(arguments) -> dict[str, str]:
     return {name: E.INT for name in list_attributes(arguments, sizes=True).keys() - list_attributes(arguments).keys()}
 
 
-def expression_scope(attributes, names: dict[str, str], *, elementwise: bool, what: str) -> E.Scope:
+def expression_scope(attributes, names: dict[str, str], *, elementwise: bool, what: str,
+                     absent: frozenset[str] = frozenset()) -> E.Scope:
     """What expressions see: ``names`` (tensors, and what the context adds) and the op's
     attributes, optional ones and list elements among them; SymInt[N] elements only where sizes
-    are read (not elementwise: checks and shape rules)."""
+    are read (not elementwise: checks and shape rules). ``absent``: the optional tensors among
+    ``names`` (a pointwise op's `Tensor? bias`), read like optional attributes, guarded."""
     kinds = {**names, **{a.name: attribute_kind(a) for a in attributes}}
     if not elementwise:
         kinds.update(size_lists(attributes))
-    return E.Scope(kinds, elementwise, what, optional=optional_attributes(attributes),
-                   lists=list_attributes(attributes, sizes=not elementwise))
+    return E.Scope(kinds, elementwise, what, optional=optional_attributes(attributes) | absent,
+                   lists=list_attributes(attributes, sizes=not elementwise), absent=absent)
+
+
+def optional_tensors(op_or_schema) -> frozenset[str]:
+    """The `Tensor?` inputs a pointwise op's expressions may read (guarded by `is None` tests)."""
+    return frozenset(a.name for a in op_or_schema.tensor_inputs if a.type.optional and not a.type.is_list)
 
 
 # Optional attributes expressions may read, guarded by `is None` tests.
@@ -491,17 +498,25 @@ class _SpecParser:
                 raise self.err(path, f"unknown dtype '{item}'; use one of {', '.join(choices)}{did_you_mean(item, choices)}")
         return canonical_order(names)
 
-    def scope(self, *, elementwise: bool, what: str, extra: dict[str, str] | None = None) -> E.Scope:
-        names = {a.name: "unusable" if a.type.optional or a.type.is_list else E.TENSOR for a in self.schema.tensor_inputs}
+    def optional_tensors(self) -> frozenset[str]:
+        """The Tensor? inputs expressions may read: those of a pointwise op (the generated code
+        gives an absent one a stand-in and tells kernels it is None)."""
+        kernel = self.d.get("kernel")
+        return optional_tensors(self.schema) if isinstance(kernel, dict) and "pointwise" in kernel else frozenset()
+
+    def scope(self, *, elementwise: bool, what: str, extra: dict[str, str] | None = None, sizes_only: bool = False) -> E.Scope:
+        """``sizes_only``: explicit shape rules, which read no optional tensor (its sizes may not exist)."""
+        absent = frozenset() if sizes_only else self.optional_tensors()
+        names = {a.name: "unusable" if (a.type.optional or a.type.is_list) and a.name not in absent else E.TENSOR
+                 for a in self.schema.tensor_inputs}
         for name in extra or {}:
             if self.schema.argument(name) is not None:
                 raise self.argument_error(self.schema.argument(name), f"argument name '{name}' is taken: in the {what} it names "
                                                                       f"{EXPRESSION_NAMES.get(name, 'an output')}; rename the argument")
         names.update(extra or {})
-        return expression_scope(self.schema.attributes, names, elementwise=elementwise, what=what)
+        return expression_scope(self.schema.attributes, names, elementwise=elementwise, what=what, absent=absent)
 
-    @staticmethod
-    def unusable(a: Argument) -> str:
+    def unusable(self, a: Argument) -> str:
         """Why an expression can't read argument ``a``, and what would work."""
         t = a.type
         if t.is_list and t.base == "SymInt" and t.list_size is not None and not t.optional:
@@ -512,6 +527,11 @@ class _SpecParser:
         if t.is_list:
             return (f"'{a.name}' ({t}) can't be used in an expression; elements of sized {', '.join(INDEXABLE_LIST_BASES[:-1])} "
                     f"and {INDEXABLE_LIST_BASES[-1]} lists can (float[2] betas, then betas[0])")
+        if t.base == "Tensor" and t.optional and not t.is_list and self.optional_tensors():
+            return f"'{a.name}' ({t}) may be None, so a shape rule can't read its sizes; broadcast({a.name}, ...) can take it"
+        if t.base == "Tensor" and t.optional and not t.is_list:
+            return (f"'{a.name}' ({t}) can't be used in this expression; pointwise kernels read optional tensors "
+                    f"(where({a.name} is None, ..., <uses of {a.name}>)), hand-written kernels take them as arguments")
         if t.base == "Tensor":
             return f"'{a.name}' ({t}) can't be used in an expression; plain Tensor inputs can"
         return (f"'{a.name}' ({t}) can't be used in an expression; optional {', '.join(OPTIONAL_ATTRIBUTE_BASES[:-1])} and "
@@ -639,7 +659,7 @@ class _SpecParser:
         return ShapeRule("reduce", (x,), dim=dim, keepdim=keepdim)
 
     def explicit_shape(self, path: tuple, value: Any) -> ShapeRule:
-        scope = self.scope(elementwise=False, what="shape rule")
+        scope = self.scope(elementwise=False, what="shape rule", sizes_only=True)
         sizes: list[E.Expr] = []
         if isinstance(value, str):
             raise self.err(path, "write an explicit shape as an unquoted YAML list: shape: [a.size(0), b.size(1)]")
@@ -690,11 +710,20 @@ class _SpecParser:
         if len(returns) > 1:
             self.check_output_names()
         for a in self.schema.arguments:
-            if a.is_tensor and (a.type.optional or a.type.is_list or a.type.alias):
+            if a.is_tensor and (a.type.is_list or a.type.alias):
                 raise SpecError(self.src.inner_location(("signature",), a.col),
-                                f"pointwise kernels take plain 'Tensor' inputs; '{a.type} {a.name}' is not supported by a pointwise kernel")
+                                f"pointwise kernels take 'Tensor' and 'Tensor?' inputs; '{a.type} {a.name}' is not supported by a pointwise kernel")
         if not self.schema.tensor_inputs:
             raise self.err(("signature",), "a pointwise op needs at least one Tensor input")
+        first = self.schema.tensor_inputs[0]
+        if first.type.optional:
+            raise SpecError(self.src.inner_location(("signature",), first.col),
+                            f"a pointwise op's first tensor input is a plain 'Tensor' (the output takes its device); "
+                            f"'{first.type} {first.name}' may be None: put it after one")
+        for a in self.schema.tensor_inputs:
+            if a.type.optional and a.name in shape.tensors and shape.kind != "broadcast":
+                raise self.err(("shape",), f"'{a.name}' may be None, so the output can't take its shape: use "
+                                           f"broadcast(..., {a.name}), or same() of a plain Tensor")
         for d in dtypes:
             if not d.floating:
                 raise self.err(("dtypes",), f"pointwise kernels compute in floating point; '{d.name}' is not supported (use floating dtypes)")

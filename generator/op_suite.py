@@ -266,6 +266,33 @@ def test_opcheck(op, built_ops):
             torch.library.opcheck(overload, args, kwargs)
 
 
+def test_absent_optional_tensors(op, built_ops, typed_api):
+    """Each Tensor? input None, one at a time and then all: the values against the reference
+    (which leaves it out), opcheck, and gradcheck of the inputs given."""
+    optional = [a.name for a in op.tensor_inputs if a.type.optional]
+    if not optional:
+        pytest.skip(f"{op.name} has no Tensor? input")
+    dtype = "float64" if _supports(op, "float64") else _float_dtype(op)
+    overload = getattr(built_ops, op.name).default
+    for absent in [[n] for n in optional] + ([optional] if len(optional) > 1 else []):
+        for shapes in [None] + ([] if _constrained(op) else [[(2, 1, 4)] + [(3, 1)] * (len(op.tensor_inputs) - 1)]):
+            for attrs in testing.attribute_sets(op, limit=2):
+                tensors = {n: None if n in absent else t for n, t in _sample(op, shapes, DTYPES[dtype]).items()}
+                outs, expected = _run(typed_api, op, tensors, attrs)
+                _assert_close(outs, expected, dtype, f"{op.name} without {', '.join(absent)}")
+                args, kwargs = _call_args(op, tensors, attrs)
+                torch.library.opcheck(overload, args, kwargs)
+                if op.gradient is None or dtype != "float64":
+                    continue
+                given = {n: t.detach().requires_grad_(n in _differentiable(op)) for n, t in tensors.items() if t is not None}
+
+                def call(*leaves, given=given, absent=absent, attrs=attrs):
+                    args, kwargs = _call_args(op, {**dict(zip(given, leaves)), **dict.fromkeys(absent)}, attrs)
+                    return overload(*args, **kwargs)
+
+                assert torch.autograd.gradcheck(call, tuple(given.values()), check_forward_ad=True)
+
+
 def test_fake_tensor_matches_cpu(op, built_ops):
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -375,8 +402,8 @@ def test_broadcast_violation_names_argument(op, built_ops):
 def test_failed_checks_name_the_condition(op, built_ops):
     overload = getattr(built_ops, op.name).default
     bad = testing.invalid_attribute_sets(op)
-    if not op.checks:
-        pytest.skip("no checks")
+    if not testing.attribute_checks(op):
+        pytest.skip("no checks of attributes alone (checks of sizes: the generated tests' shapes satisfy them)")
     assert bad, f"could not build a violating call for {op.name}'s checks"
     for attrs, text in bad:
         args, kwargs = _call_args(op, _sample(op, dtype=DTYPES[_float_dtype(op)]), attrs)
@@ -766,6 +793,12 @@ def test_out_variant_opcheck(op, built_ops):
     torch.library.opcheck(overload.out, args, {**kwargs, "out": torch.empty_like(expected)})
 
 
+def _holding(op, shape) -> list[tuple[int, ...]]:
+    """Example shapes with the first input's replaced by the result's (the others broadcast to it
+    as before, and still pass checks of their sizes), so the in-place variant can write into it."""
+    return [shape] + _example_shapes(op)[1:]
+
+
 def test_inplace_variant_opcheck(op, built_ops):
     """`<op>_` through opcheck: its schema, FakeTensor, and torch.compile's functionalization of
     a mutation (auto_functionalized), which the eager in-place tests never reach."""
@@ -775,8 +808,8 @@ def test_inplace_variant_opcheck(op, built_ops):
     dtype = DTYPES[_float_dtype(op)]
     args, kwargs = _call_args(op, _sample(op, dtype=dtype), attrs)
     shape = tuple(getattr(built_ops, op.name).default(*args, **kwargs).shape)
-    # every input of the result's shape, so the first argument can hold it
-    args, kwargs = _call_args(op, _sample(op, [shape] * len(op.tensor_inputs), dtype), attrs)
+    # the first argument of the result's shape, so it can hold it
+    args, kwargs = _call_args(op, _sample(op, _holding(op, shape), dtype), attrs)
     torch.library.opcheck(getattr(built_ops, f"{op.name}_").default, args, kwargs)
 
 
@@ -791,7 +824,7 @@ def test_inplace_variant_autograd(op, built_ops):
     dtype = DTYPES["float64"] if _supports(op, "float64") else DTYPES[_float_dtype(op)]
     args, kwargs = _call_args(op, _sample(op, dtype=dtype), attrs)
     shape = tuple(getattr(built_ops, op.name).default(*args, **kwargs).shape)
-    tensors = {k: v.requires_grad_() for k, v in _sample(op, [shape] * len(op.tensor_inputs), dtype).items()}
+    tensors = {k: v.requires_grad_() for k, v in _sample(op, _holding(op, shape), dtype).items()}
     first = op.tensor_inputs[0].name
     overload, inplace = getattr(built_ops, op.name).default, getattr(built_ops, f"{op.name}_").default
     leaves = list(tensors.values())
@@ -808,10 +841,14 @@ def test_inplace_variant_autograd(op, built_ops):
 
     if len(shape) >= 1 and shape[0] > 1:  # into a view: row 0 passes through `* 1` unchanged
         base = tensors[first] * 1
-        args, kwargs = _call_args(op, {**{k: v[1:] for k, v in tensors.items()}, first: base[1:]}, attrs)
+        # the result's rows from 1: of each input that has those rows (the others broadcast over them)
+        rows = {k: v[1:] if v.dim() == len(shape) and v.shape[0] == shape[0] else v for k, v in tensors.items()}
+        args, kwargs = _call_args(op, {**rows, first: base[1:]}, attrs)
         inplace(*args, **kwargs)
         assert type(base.grad_fn).__name__ == "CopySlices", base.grad_fn
         for name, got, w in zip(tensors, torch.autograd.grad(base, leaves, cotangent), want):
+            if rows[name] is tensors[name]:  # broadcast over the rows: its gradient sums over some of them
+                continue
             torch.testing.assert_close(got[:1], cotangent[:1] if name == first else torch.zeros_like(got[:1]))
             torch.testing.assert_close(got[1:], w[1:], msg=lambda m: f"{op.name}_ into a view: gradient of '{name}': {m}")
 
@@ -841,7 +878,7 @@ def test_inplace_variant_casts_into_its_first_argument(op, built_ops):
     attrs = testing.attribute_sets(op)[0]
     args, kwargs = _call_args(op, _sample(op, dtype=torch.float32), attrs)
     shape = tuple(getattr(built_ops, op.name).default(*args, **kwargs).shape)
-    tensors = _sample(op, [shape] * len(op.tensor_inputs), torch.float64)
+    tensors = _sample(op, _holding(op, shape), torch.float64)
     first = op.tensor_inputs[0].name
     args, kwargs = _call_args(op, tensors, attrs)
     expected = getattr(built_ops, op.name).default(*args, **kwargs)

@@ -65,9 +65,16 @@ def shapes(op: OpSpec, max_side: int = 5) -> st.SearchStrategy[tuple[tuple[int, 
         return st.tuples(*parts)
     if op.shape.kind == "broadcast" and n >= 2:
         # the rule's tensors broadcast with each other; the others broadcast to the result
-        return mutually_broadcastable_shapes(num_shapes=n, min_dims=0, max_dims=3, min_side=0, max_side=max_side).map(
+        drawn = mutually_broadcastable_shapes(num_shapes=n, min_dims=0, max_dims=3, min_side=0, max_side=max_side).map(
             lambda bs: tuple(bs.input_shapes))
-    return array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=max_side).map(lambda s: (s,) * n)
+    else:
+        drawn = array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=max_side).map(lambda s: (s,) * n)
+    optional = [a.type.optional for a in op.tensor_inputs]
+    if not any(optional):
+        return drawn
+    # a Tensor? input: present or None (None shape)
+    return st.tuples(drawn, st.tuples(*[st.booleans() if o else st.just(True) for o in optional])).map(
+        lambda sp: tuple(s if present else None for s, present in zip(*sp)))
 
 
 def attribute_values(op: OpSpec) -> st.SearchStrategy[dict[str, Any]]:

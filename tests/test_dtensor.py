@@ -65,6 +65,24 @@ r.grad = theta.grad = None
 ops.to_cartesian(r, theta)[1].sum().backward()
 assert r.grad.placements == (Shard(0),), r.grad.placements
 torch.testing.assert_close(r.grad.full_tensor(), torch.sin(b).expand(4, 6))
+# an optional tensor: absent (None), or replicated where it broadcasts; gradients of the given ones
+gelu = lambda t: torch.nn.functional.gelu(t, approximate="tanh")
+g = ops.bias_gelu(x)
+assert g.placements == (Shard(0),), g.placements
+torch.testing.assert_close(g.full_tensor(), gelu(a))
+leaf = distribute_tensor(a, mesh, [Shard(0)]).requires_grad_()
+bl = distribute_tensor(b, mesh, [Replicate()]).requires_grad_()
+g = ops.bias_gelu(leaf, bl)
+assert g.placements == (Shard(0),), g.placements
+torch.testing.assert_close(g.full_tensor(), gelu(a + b))
+g.sum().backward()
+ab = (a + b).requires_grad_()
+gelu(ab).sum().backward()
+torch.testing.assert_close(leaf.grad.full_tensor(), ab.grad)
+torch.testing.assert_close(bl.grad.full_tensor(), ab.grad.sum(0))
+leaf.grad = None
+ops.bias_gelu(leaf, None).sum().backward()
+torch.testing.assert_close(leaf.grad.full_tensor(), torch.func.grad(lambda t: gelu(t).sum())(a))
 # a Tensor[] argument: no sharding rule (one registered for it failed inside DTensor's dispatch)
 try:
     ops.add_n([x, x])

@@ -230,7 +230,7 @@ def test_unguarded_reads_of_optional_attributes_are_errors(text, col, message):
 
 
 @pytest.mark.parametrize("text, col, message", [
-    ("x is None", 0, "'x' is never None: only optional attributes (float? eps=None) are"),
+    ("x is None", 0, "'x' is never None: only optional attributes (float? eps=None) and tensors (Tensor? bias=None) are"),
     ("lo is 0", 0, "'is' only tests an optional attribute against None"),
 ])
 def test_is_none_needs_an_optional_attribute(text, col, message):

@@ -161,7 +161,7 @@ def test_handwritten_kernel_parses_and_round_trips():
     ("  x: grad.mm(w)\n  w: grad.t().mm(x)\n  bias: grad.sum(0)\n", "  {x: grad.transpose(0, 1).t().mm(w), w: grad.t().mm(x)}\n",
      "'1).t().mm(w)' is not a tensor input; gradients are for: x, w, bias; the expression of 'x' was cut at a comma"),
     ("shape: [x.size(0), w.size(0)]", "shape: same(bias)", "the shape rule can use plain 'Tensor' inputs"),
-    ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' (Tensor?) can't be used in an expression"),
+    ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' (Tensor?) can't be used in this expression; pointwise kernels read optional tensors"),
     ("Tensor? bias=None)", "Tensor? bias=None, float out=1.0)",
      "argument name 'out' is the hand-written kernel's output parameter (void linear_cpu(const at::Tensor& out, ...)); rename it"),
 ])
@@ -398,7 +398,8 @@ def test_shipped_pointwise_kernels_that_wait_on_memory_keep_float32_off_avx512()
     assert memory_bound == {
         "add": True, "add_backward": True, "weighted_sum": True, "weighted_sum_backward": True,
         "relu": True, "relu_backward": True, "clamp": True, "clamp_backward": True,
-        "gelu": False, "gelu_backward": False, "softplus": False, "softplus_backward": False,
+        "gelu": False, "gelu_backward": False, "bias_gelu": False, "bias_gelu_backward": False,
+        "softplus": False, "softplus_backward": False,
         "sigmoid": False, "sigmoid_backward": True,  # its backward reads the result: grad * result * (1 - result)
         "to_cartesian": False, "to_cartesian_backward": False,
         "isclose": False,  # a comparison: its AVX-512 mask stores ran float64 2x faster

@@ -288,3 +288,23 @@ def test_test_values_of_list_attributes():
     assert all(s["c"][0] < s["c"][1] and s["k"][0] > 0 for s in sets) and len({s["k"] for s in sets}) > 1
     # elements differ, so each check has a violation to try
     assert [check for _, check in testing.invalid_attribute_sets(op)] == ["c[0] < c[1]", "k[0] > 0"]
+
+
+def test_optional_tensors_in_pointwise_ops():
+    optional_b = GOOD.replace("Tensor b", "Tensor? b=None")
+    op = parse(optional_b.replace("weight * a + b", "where(b is None, weight * a, weight * a + b)")
+               .replace("  b: grad", "  b: where(b is None, 0, grad)"))
+    assert E.unparse(op.kernel.expr) == "where(b is None, weight * a, weight * a + b)"
+    assert OpSpec.parse(load_spec_source("specs/weighted_sum.yaml", yaml.safe_dump(op.to_dict()).encode())) == op
+    e = error(optional_b)  # read where it may be None
+    assert "'b' may be None here; read it where it is known not to be" in e.message and (e.location.line, e.location.col) == (6, 27)
+    e = error(GOOD.replace("Tensor a, Tensor b", "Tensor? a, Tensor b").replace("weight * a + b", "where(a is None, b, a + b)"))
+    assert "a pointwise op's first tensor input is a plain 'Tensor'" in e.message and (e.location.line, e.location.col) == (1, 25)
+    e = error(optional_b.replace("broadcast(a, b)", "same(b)").replace("weight * a + b", "where(b is None, a, b)"))
+    assert "'b' may be None, so the output can't take its shape: use broadcast(..., b)" in e.message
+    e = error(optional_b.replace("broadcast(a, b)", "[b.size(0)]").replace("weight * a + b", "where(b is None, a, b)"))
+    assert "'b' (Tensor?) may be None, so a shape rule can't read its sizes" in e.message and (e.location.line, e.location.col) == (4, 9)
+    e = error(optional_b.replace("broadcast(a, b)\n", "broadcast(a, b)\nchecks: ['b.dim() == 1']\n"))
+    assert "'b' may be None here" in e.message and (e.location.line, e.location.col) == (5, 11)
+    e = error(GOOD.replace("Tensor b", "Tensor[] b"))
+    assert "pointwise kernels take 'Tensor' and 'Tensor?' inputs; 'Tensor[] b' is not supported" in e.message

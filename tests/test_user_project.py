@@ -159,6 +159,43 @@ assert torch.autograd.gradcheck(lambda *t: ops.adam_step(*t, lr=0.1, betas=[0.5,
 torch.testing.assert_close(ops.adam_step(pm, mm, vm), ops.adam_step(pm, mm, vm, steps=[1, 1]), rtol=0, atol=0)
 adam = torch.compile(lambda *t: ops.adam_step(*t, betas=[0.5, 0.5]), fullgraph=True, backend="aot_eager")
 torch.testing.assert_close(adam(pm, mm, vm), ops.adam_step(pm, mm, vm, betas=[0.5, 0.5]))
+# optional tensors: every combination present or None, against torch; gradients only for those given
+from torch.library import opcheck
+def _gelu(t): return torch.nn.functional.gelu(t, approximate="tanh")
+xb = torch.randn(3, 4, dtype=torch.float64, requires_grad=True)
+bb = torch.randn(4, dtype=torch.float64, requires_grad=True)
+rb = torch.randn(2, 1, 1, dtype=torch.float64, requires_grad=True)
+for bias, residual in ((None, None), (bb, None), (None, rb), (bb, rb)):
+    args = (xb, bias, residual)
+    expected = 2 * _gelu(xb if bias is None else xb + bias) + (0 if residual is None else residual)
+    torch.testing.assert_close(ops.bias_gelu(*args, scale=2.0), expected)
+    given = [t for t in args if t is not None]
+    grads = torch.autograd.grad(ops.bias_gelu(*args, scale=2.0).sum(), given)
+    torch.testing.assert_close(grads, torch.autograd.grad(expected.sum(), given))
+    slots = [i for i, t in enumerate(args) if t is not None]
+    def placed(*t, slots=slots):
+        full = [None] * 3
+        for i, v in zip(slots, t):
+            full[i] = v
+        return ops.bias_gelu(*full)
+    assert torch.autograd.gradcheck(placed, given, check_forward_ad=True)
+    detached = tuple(t.detach() if t is not None else None for t in args)
+    assert opcheck(torch.ops.myops.bias_gelu.default, detached, {"scale": 2.0})["test_aot_dispatch_dynamic"] == "SUCCESS"
+    with torch.device("meta"):
+        assert ops.bias_gelu(*(torch.empty(t.shape) if t is not None else None for t in args)).shape == expected.shape
+    biased = torch.compile(lambda *t: ops.bias_gelu(*t, scale=2.0), fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(biased(*detached), expected.detach())
+assert ops.bias_gelu(xb, None).grad_fn is not None and ops.bias_gelu(xb.detach(), bb).grad_fn is not None
+torch.testing.assert_close(torch.vmap(ops.bias_gelu, in_dims=(0, None))(xb.detach(), None), _gelu(xb.detach()))
+xi = xb.detach().clone()
+ops.bias_gelu_(xi, None, rb.detach()[0])
+torch.testing.assert_close(xi, _gelu(xb.detach()) + rb.detach()[0])
+try:
+    ops.bias_gelu(xb, torch.ones(3, 4, dtype=torch.float64))
+except RuntimeError as e:
+    assert "bias_gelu(): check 'bias is None or bias.dim() <= 1' failed (got bias of shape [3, 4])" in str(e), str(e)
+else:
+    raise AssertionError("no error for a 2-d bias")
 assert torch.equal(ops.pad_rows(torch.arange(3.0), [2, 1], [True, True]), torch.tensor([1.0, 1, 0, 1, 2, 1]))
 with torch.device("meta"):
     assert ops.pad_rows(torch.empty(4), [2, 3]).shape == (9,)
@@ -338,6 +375,17 @@ ADAM_STEP = {"signature": "adam_step(Tensor p, Tensor m, Tensor v, *, float lr=0
              "kernel": {"pointwise": "p - lr * (m / (1 - betas[0] ** steps[0])) / (sqrt(v / (1 - betas[1] ** steps[1])) + eps)"},
              "gradient": "auto", "test": {"ranges": {"v": [0.01, 2]}}}
 
+# Optional tensors in a pointwise kernel (an absent one gets a stand-in the kernel never uses).
+_BIASED = "where(bias is None, x, x + bias)"
+BIAS_GELU = {"signature": "bias_gelu(Tensor x, Tensor? bias=None, Tensor? residual=None, *, float scale=1.0) -> Tensor",
+             "doc": "scale * gelu(x + bias) + residual, GELU's tanh form; bias and residual are optional.",
+             "dtypes": ["floating"], "shape": "broadcast(x, bias, residual)",
+             "checks": ["bias is None or bias.dim() <= 1"],
+             "kernel": {"pointwise": f"scale * 0.5 * {_BIASED} * (1 + tanh(0.7978845608028654 * ({_BIASED} + 0.044715 * "
+                                     f"{_BIASED} ** 3))) + where(residual is None, 0, residual)"},
+             "gradient": "auto", "variants": ["out", "inplace"],
+             "test": {"shapes": {"x": [3, 4], "bias": [4], "residual": [3, 1]}}}
+
 # ... and in a shape rule and checks of a hand-written kernel: a SymInt[2], whose elements are sizes
 # there (symbolic under torch.compile), and a bool[2].
 PAD_ROWS = {"signature": "pad_rows(Tensor x, SymInt[2] pad=[1, 1], bool[2] fill=[True, False]) -> Tensor",
@@ -507,6 +555,7 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "hw_scale.yaml").write_text(yaml.safe_dump(HW_SCALE))
     (project / "specs" / "hw_scale.cpu.cpp").write_text(HW_SCALE_KERNEL)
     (project / "specs" / "adam_step.yaml").write_text(yaml.safe_dump(ADAM_STEP))
+    (project / "specs" / "bias_gelu.yaml").write_text(yaml.safe_dump(BIAS_GELU))
     (project / "specs" / "pad_rows.yaml").write_text(yaml.safe_dump(PAD_ROWS))
     (project / "specs" / "pad_rows.cpu.cpp").write_text(PAD_ROWS_KERNEL)
     (project / "specs" / "every_attribute.yaml").write_text(yaml.safe_dump(EVERY_ATTRIBUTE))

@@ -171,7 +171,7 @@ def uniform(e: E.Expr, scope: E.Scope) -> str:
             return f"c10::string_view({value})"
         return value
     if isinstance(e, E.IsNone):
-        return f"(!{e.operand.id}.has_value())"
+        return f"{e.operand.id}__absent" if e.operand.id in scope.absent else f"(!{e.operand.id}.has_value())"
     if isinstance(e, E.Index):
         element = f"{e.obj.id}[{e.index}]"
         return f"static_cast<double>({element})" if scope.names[e.obj.id] == E.INT else element

@@ -98,7 +98,7 @@ def size(e: E.Expr) -> str:
     raise TypeError(e)
 
 
-_NONE_READS_AS = {E.NUM: "0.0", E.INT: "0", E.BOOL: "False", E.STR: "''"}
+_NONE_READS_AS = {E.NUM: "0.0", E.INT: "0", E.BOOL: "False", E.STR: "''", E.TENSOR: "0.0"}
 
 
 class _Reference:

@@ -12,6 +12,7 @@ from ..library import Library
 from ..model import OpSpec
 from ..render import render
 from . import backward
+from . import op_context as ctx
 from .op_cpp import inplace as inplace_variant
 from .files import Part
 
@@ -31,6 +32,10 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
     scope = backward.scope(op)
     composite = {n: aten_expr.aten(f, scope) for n, f in zip(bw.inputs, bw.formulas)}
     inplace = inplace_variant(op) if len(bw.results) == 1 else None
+    optional = [b.name for b in ctx.optional_bindings(op)]
+
+    def primal(n: str) -> str:  # an absent optional tensor is undefined here
+        return f"opgen::fw_primal({n})" if n in optional else f"{n}._fw_primal(/*level=*/0)"
     text = render(
         TEMPLATE,
         op=op,
@@ -43,8 +48,10 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
         returns_type=cpp.returns_type(op.schema),
         multi=len(bw.grads) > 1,
         tangents=_tangents(op, bw, composite),
-        params=cpp.parameters(args),
-        args=cpp.names(args),
+        params=ctx.cpp_parameters(op),
+        args=ctx.cpp_arguments(op),
+        optional=optional,
+        tangent_args="".join(f", opgen::fw_grad({n})" if n in optional else f", {n}._fw_grad(/*level=*/0)" for n in bw.differentiated),
         tensor_args=", ".join(tensors),
         edge={n: i for i, n in enumerate(tensors)},
         attr_type={a.name: cpp.member_type(a.type) for a in bw.attributes},
@@ -56,11 +63,11 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
             + [f"const at::Tensor& {n}__t" for n in bw.differentiated]
         ),
         primal_args=", ".join(
-            [f"{n}._fw_primal(/*level=*/0)" for n in tensors]
+            [primal(n) for n in tensors]
             + [cpp.to_member(a.type, a.name) for a in bw.attributes]
         ),
         inplace_primal_args=", ".join(
-            [("_original" if inplace and n == inplace.self and n in bw.saved else f"{n}._fw_primal(/*level=*/0)") for n in tensors]
+            [("_original" if inplace and n == inplace.self and n in bw.saved else primal(n)) for n in tensors]
             + [cpp.to_member(a.type, a.name) for a in bw.attributes]
         ),
         composite=composite,

@@ -22,7 +22,7 @@ from ..api import cpp, cpp_expr
 from ..derivatives import given_flag, gradient_formulas, masked_by_given_gradients
 from ..model import OpSpec
 from ..schema import Argument
-from .op_context import KernelAttr, kernel_attrs, kernel_scope
+from .op_context import KernelAttr, OptionalBinding, absent_tensors, kernel_attrs, kernel_scope
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class BackwardPlan:
     kernel_attrs: tuple[KernelAttr, ...]
     grads: tuple[str, ...] = ("grad",)  # the incoming gradients, one per output of the op
     results: tuple[str, ...] = ("result",)  # the op's outputs as the formulas name them
+    optional: tuple[str, ...] = ()  # saved Tensor? inputs: `Tensor?` in the schema, None when absent
 
     @property
     def optional_grads(self) -> bool:
@@ -92,7 +93,7 @@ class BackwardPlan:
 
     def schema(self) -> str:
         grad_type = "Tensor?" if self.optional_grads else "Tensor"
-        args = [f"{grad_type} {g}" for g in self.grads] + [f"Tensor {t}" for t in self.saved]
+        args = [f"{grad_type} {g}" for g in self.grads] + [f"Tensor{'?' if t in self.optional else ''} {t}" for t in self.saved]
         args += [f"{a.type} {a.name}" for a in self.attributes]
         args += [f"SymInt[] {s}" for s in self.shape_args]
         rets = "Tensor" if len(self.computed) == 1 else "(" + ", ".join("Tensor" for _ in self.computed) + ")"
@@ -108,8 +109,10 @@ class BackwardPlan:
     def grad_cpp_type(self) -> str:
         return "const std::optional<at::Tensor>&" if self.optional_grads else "const at::Tensor&"
 
-    def _params(self, grads: list[str]) -> str:
-        parts = grads + [f"const at::Tensor& {t}" for t in self.saved]
+    def _params(self, grads: list[str], bound: bool = True) -> str:
+        """``bound``: optional saved tensors as the tensors they are bound to (see op_context.OptionalBinding)."""
+        parts = grads + [f"const at::Tensor& {t}" if bound or t not in self.optional else f"const std::optional<at::Tensor>& {t}__opt"
+                         for t in self.saved]
         parts += [f"{cpp.argument_type(a.type)} {a.name}" for a in self.attributes]
         parts += [f"c10::SymIntArrayRef {s}" for s in self.shape_args]
         return ", ".join(parts)
@@ -119,13 +122,17 @@ class BackwardPlan:
         """The registered kernels' parameters; optional gradients are named <grad>__opt (the kernel
         binds <grad> to a tensor)."""
         if self.optional_grads:
-            return self._params([f"{self.grad_cpp_type} {g}__opt" for g in self.grads])
-        return self.check_params
+            return self._params([f"{self.grad_cpp_type} {g}__opt" for g in self.grads], bound=False)
+        return self._params([f"const at::Tensor& {g}" for g in self.grads], bound=False)
 
     @cached_property
     def check_params(self) -> str:
         """The parameters of the argument check, which sees every gradient as a tensor."""
         return self._params([f"const at::Tensor& {g}" for g in self.grads])
+
+    def bind_optional(self) -> list[str]:
+        """C++ binding the optional saved tensors, the first incoming gradient standing in for an absent one."""
+        return [line for t in self.optional for line in OptionalBinding(t).lines(self.grads[0])]
 
     @cached_property
     def cpp_args(self) -> str:
@@ -134,7 +141,8 @@ class BackwardPlan:
     @cached_property
     def cpp_types(self) -> str:
         """The C++ function type, for Dispatcher::typed<>."""
-        parts = [self.grad_cpp_type] * len(self.grads) + ["const at::Tensor&"] * len(self.saved)
+        parts = [self.grad_cpp_type] * len(self.grads)
+        parts += ["const std::optional<at::Tensor>&" if t in self.optional else "const at::Tensor&" for t in self.saved]
         parts += [cpp.argument_type(a.type) for a in self.attributes]
         parts += ["c10::SymIntArrayRef"] * len(self.computed)
         return f"{self.return_type}({', '.join(parts)})"
@@ -161,6 +169,7 @@ def plan(op: OpSpec) -> BackwardPlan | None:
         kernel_attrs=tuple(kernel_attrs(op, used)) + tuple(KernelAttr(given_flag(g), "bool") for g in grads if len(grads) > 1),
         grads=grads,
         results=results,
+        optional=tuple(t for t in saved if t in absent_tensors(op)),
     )
 
 

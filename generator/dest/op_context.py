@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from .. import expr as E
 from ..api import cpp, cpp_expr
-from ..model import OpSpec, expression_scope, list_attributes, size_lists
+from ..model import OpSpec, expression_scope, list_attributes, optional_tensors, size_lists
 from ..schema import Type
 
 
@@ -25,7 +25,14 @@ class KernelAttr:
 
 @functools.lru_cache(maxsize=1024)  # asked for by most emitters; scopes are never modified
 def kernel_scope(op: OpSpec) -> E.Scope:
-    return expression_scope(op.attributes, {a.name: E.TENSOR for a in op.tensor_inputs}, elementwise=True, what="kernel expression")
+    return expression_scope(op.attributes, {a.name: E.TENSOR for a in op.tensor_inputs}, elementwise=True, what="kernel expression",
+                            absent=absent_tensors(op))
+
+
+def absent_tensors(op: OpSpec) -> frozenset[str]:
+    """A pointwise op's Tensor? inputs: the generated C++ binds each to a stand-in when None
+    (see `optional_bindings`) and tests `<name>__absent`."""
+    return optional_tensors(op) if op.is_pointwise else frozenset()
 
 
 _SYMINT = Type("SymInt")
@@ -33,12 +40,15 @@ _SYMINT = Type("SymInt")
 
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
-    s = expression_scope(op.attributes, {a.name: E.TENSOR for a in op.tensor_inputs}, elementwise=False, what="check")
+    s = expression_scope(op.attributes, {a.name: E.TENSOR for a in op.tensor_inputs}, elementwise=False, what="check",
+                         absent=absent_tensors(op))
     return dataclasses.replace(s, cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type.base == "Scalar"},
                                sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT) | size_lists(op.attributes).keys())
 
 
 def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
+    """The per-call values a kernel reading ``used`` takes: attributes, then whether each optional
+    tensor it reads is None (its reads are guarded by `is None` tests, hoisted out of the loop)."""
     out = []
     for a in op.attributes:
         if a.name in used:
@@ -48,7 +58,38 @@ def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
                 out.append(KernelAttr(a.name, cpp.member_type(a.type), cpp.to_member(a.type, a.name)))
             else:
                 out.append(KernelAttr(a.name, cpp.argument_type(a.type)))
+    absent = absent_tensors(op)
+    out += [KernelAttr(f"{a.name}__absent", "bool") for a in op.tensor_inputs if a.name in absent and a.name in used]
     return out
+
+
+@dataclass(frozen=True)
+class OptionalBinding:
+    """C++ binding a Tensor? parameter (`<name>__opt`) to a tensor: `<name>__absent` tells whether
+    it is None, `<name>` is the tensor or, when None, a stand-in that never changes the result (an
+    input the output's shape and dtype already include), read by kernels but never used."""
+    name: str
+
+    def lines(self, stand_in: str) -> list[str]:
+        n = self.name
+        return [f"[[maybe_unused]] const bool {n}__absent = !opgen::is_given({n}__opt);",
+                f"const at::Tensor& {n} = {n}__absent ? {stand_in} : *{n}__opt;"]
+
+
+def optional_bindings(op: OpSpec) -> list[OptionalBinding]:
+    return [OptionalBinding(a.name) for a in op.tensor_inputs if a.name in absent_tensors(op)]
+
+
+def cpp_parameters(op: OpSpec) -> str:
+    """The C++ parameters of the op's functions; a pointwise op's Tensor? inputs are `<name>__opt`."""
+    absent = absent_tensors(op)
+    return ", ".join(f"{cpp.argument_type(a.type)} {a.name}__opt" if a.name in absent else f"{cpp.argument_type(a.type)} {a.name}"
+                     for a in op.schema.arguments)
+
+
+def cpp_arguments(op: OpSpec) -> str:
+    absent = absent_tensors(op)
+    return ", ".join(f"{a.name}__opt" if a.name in absent else a.name for a in op.schema.arguments)
 
 
 def qualified_name(namespace: str, op: OpSpec) -> str:

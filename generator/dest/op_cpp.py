@@ -44,9 +44,11 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
         autograd=autograd,
         autocast=autocast,
         qualified_name=ctx.qualified_name(lib.namespace, op),
-        params=cpp.parameters(op.schema.arguments),
-        args=cpp.names(op.schema.arguments),
+        params=ctx.cpp_parameters(op),
+        args=ctx.cpp_arguments(op),
         tensors=[a.name for a in op.tensor_inputs],
+        optional=[b.name for b in ctx.optional_bindings(op)],
+        bind_optional=[line for b in ctx.optional_bindings(op) for line in b.lines(op.tensor_inputs[0].name)],
         dtype_names=ctx.dtype_names(op),
         checks=ctx.checks(op),
         shape_text=str(op.shape),
@@ -167,7 +169,7 @@ def inplace(op: OpSpec) -> SimpleNamespace | None:
     name_end = head.index("(")
     rest = head[name_end + 1:]
     assert rest.startswith(f"Tensor {first.name}")
-    params = cpp.parameters(op.schema.arguments).replace(f"const at::Tensor& {first.name}", f"at::Tensor& {first.name}", 1)
+    params = ctx.cpp_parameters(op).replace(f"const at::Tensor& {first.name}", f"at::Tensor& {first.name}", 1)
     types = ", ".join(["at::Tensor&"] + [cpp.argument_type(a.type) for a in op.schema.arguments[1:]])
     return SimpleNamespace(name=f"{op.name}_", self=first.name, params=params, types=types,
                            schema=f"{op.name}_(Tensor(a!) {rest[len('Tensor '):]}) -> ()")

@@ -156,7 +156,9 @@ def emit_op(op: OpSpec, lib: Library) -> list[Part]:
             expressions = [f"torch.broadcast_to(torch.as_tensor({e}, dtype=torch.float64), ({sizes}))" for e in expressions]
         else:  # an expression that leaves out a tensor of the rule (clamp(x, lo, hi) beside y) has a smaller shape
             tensors = [a.name for a in op.tensor_inputs]
-            shape = f"torch.broadcast_shapes({', '.join(f'{t}.shape' for t in tensors)})"
+            shapes = [f"*(() if {a.name} is None else ({a.name}.shape,))" if a.type.optional else f"{a.name}.shape"
+                      for a in op.tensor_inputs]
+            shape = f"torch.broadcast_shapes({', '.join(shapes)})"
             expressions = [f"torch.broadcast_to(torch.as_tensor({text}, dtype=torch.float64), {shape})"
                            if not set(tensors) <= E.names_in(e) else text for text, e in zip(expressions, op.kernel.exprs)]
         expression = expressions[0] if len(expressions) == 1 else f"({', '.join(expressions)})"

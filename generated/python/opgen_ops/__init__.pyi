@@ -50,6 +50,13 @@ def add_n(xs: Sequence[Tensor], *, out: Optional[Tensor] = None) -> Tensor:
     """
     ...
 
+def bias_gelu(x: Tensor, bias: Optional[Tensor] = None, *, out: Optional[Tensor] = None) -> Tensor:
+    """GELU (tanh form) of `x + bias` in one pass, as transformer MLPs apply it after a matmul without bias (Megatron's bias_gelu); of `x` alone when `bias` is None.
+
+    Schema: ``bias_gelu(Tensor x, Tensor? bias=None) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
 def clamp(x: Tensor, *, min: float, max: float, out: Optional[Tensor] = None) -> Tensor:
     """Limits every element to `[min, max]`; NaN stays NaN.
 

@@ -106,6 +106,24 @@ def add_n(xs: Sequence[Tensor], *, out: Optional[Tensor] = None) -> Tensor:
     return out
 
 
+# bias_gelu: specs/bias_gelu.yaml
+_bias_gelu__default = _ns.bias_gelu.default
+_bias_gelu__default_eager = _eager(_bias_gelu__default)
+_bias_gelu__out = _ns.bias_gelu.out
+_bias_gelu__out_eager = _eager(_bias_gelu__out)
+
+
+def bias_gelu(x: Tensor, bias: Optional[Tensor] = None, *, out: Optional[Tensor] = None) -> Tensor:
+    """GELU (tanh form) of `x + bias` in one pass, as transformer MLPs apply it after a matmul without bias (Megatron's bias_gelu); of `x` alone when `bias` is None.
+
+    Schema: ``bias_gelu(Tensor x, Tensor? bias=None) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    if out is None:
+        return (_bias_gelu__default if _compiling() else _bias_gelu__default_eager)(x, bias)  # type: ignore[no-any-return]
+    (_bias_gelu__out if _compiling() else _bias_gelu__out_eager)(x, bias, out=out)
+    return out
+
+
 # clamp: specs/clamp.yaml
 _clamp__default = _ns.clamp.default
 _clamp__default_eager = _eager(_clamp__default)

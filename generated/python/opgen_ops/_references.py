@@ -31,6 +31,11 @@ def add_n_reference(xs: Sequence[Tensor]):  # noqa: ARG001
     return torch.stack(xs).sum(0).to(xs[0].dtype)
 
 
+# bias_gelu: specs/bias_gelu.yaml; the spec's reference expression
+def bias_gelu_reference(x: torch.Tensor, bias: Optional[Tensor] = None):  # noqa: ARG001
+    return torch.nn.functional.gelu(x if bias is None else x + bias, approximate='tanh')
+
+
 # clamp: specs/clamp.yaml; the spec's reference expression
 def clamp_reference(x: torch.Tensor, *, min: float, max: float):  # noqa: ARG001
     return torch.clamp(x, min=min, max=max)

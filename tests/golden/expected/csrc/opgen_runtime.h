@@ -195,6 +195,11 @@ inline void check_defined(const at::Tensor& t, const char* op, const char* arg) 
 inline bool is_given(const std::optional<at::Tensor>& grad) {
   return grad.has_value() && grad->defined();
 }
+// A Tensor? argument as a tensor, undefined when None (autograd then records no edge for it).
+inline const at::Tensor& given_or_undefined(const std::optional<at::Tensor>& t) {
+  static const at::Tensor undefined;
+  return t.has_value() ? *t : undefined;
+}
 inline const at::Tensor& first_given(std::initializer_list<std::reference_wrapper<const std::optional<at::Tensor>>> grads,
                                      const char* op, const char* names) {
   for (const std::optional<at::Tensor>& g : grads) {
@@ -259,6 +264,13 @@ inline c10::SymBool same_sizes(c10::SymIntArrayRef a, c10::SymIntArrayRef b) {
   return out;
 }
 
+// The primal and the tangent of a tensor that may be undefined (an absent Tensor?): undefined then.
+inline at::Tensor fw_primal(const at::Tensor& t) {
+  return t.defined() ? t._fw_primal(/*level=*/0) : at::Tensor();
+}
+inline at::Tensor fw_grad(const at::Tensor& t) {
+  return t.defined() ? t._fw_grad(/*level=*/0) : at::Tensor();
+}
 inline bool has_forward_grad_of(const at::Tensor& t) {
   return t.defined() && t._fw_grad(/*level=*/0).defined();
 }

@@ -12,6 +12,8 @@ load_library()
 
 from ._ops import (
     return_types,
+    bias_relu,
+    bias_relu_,
     clamp,
     gelu,
     isclose,
@@ -27,6 +29,8 @@ __all__ = [
     "load_library",
     "ops",
     "return_types",
+    'bias_relu',
+    'bias_relu_',
     'clamp',
     'gelu',
     'isclose',

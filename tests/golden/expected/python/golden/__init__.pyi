@@ -20,6 +20,18 @@ class return_types:
         sin: Tensor
         cos: Tensor
 
+def bias_relu(x: Tensor, bias: Optional[Tensor] = None, *, slope: float = 0.0, out: Optional[Tensor] = None) -> Tensor:
+    """Leaky ReLU of `x + bias` (of `x` when `bias` is None).
+
+    Schema: ``bias_relu(Tensor x, Tensor? bias=None, *, float slope=0.0) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
+def bias_relu_(x: Tensor, bias: Optional[Tensor] = None, *, slope: float = 0.0) -> Tensor:
+    """In-place bias_relu: writes the result into ``x`` (which must have the result's shape and dtype) and returns it.
+    """
+    ...
+
 def clamp(x: Tensor, *, min: float, max: float, out: Optional[Tensor] = None) -> Tensor:
     """Limits every element to `[min, max]`; NaN stays NaN.
 

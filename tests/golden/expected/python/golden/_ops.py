@@ -38,6 +38,33 @@ class return_types:  # noqa: N801 (named like torch.return_types)
         cos: Tensor
 
 
+# bias_relu: specs/bias_relu.yaml
+_bias_relu__default = _ns.bias_relu.default
+_bias_relu__default_eager = _eager(_bias_relu__default)
+_bias_relu__out = _ns.bias_relu.out
+_bias_relu__out_eager = _eager(_bias_relu__out)
+_bias_relu__inplace = _ns.bias_relu_.default
+_bias_relu__inplace_eager = _eager(_bias_relu__inplace)
+
+
+def bias_relu(x: Tensor, bias: Optional[Tensor] = None, *, slope: float = 0.0, out: Optional[Tensor] = None) -> Tensor:
+    """Leaky ReLU of `x + bias` (of `x` when `bias` is None).
+
+    Schema: ``bias_relu(Tensor x, Tensor? bias=None, *, float slope=0.0) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    if out is None:
+        return (_bias_relu__default if _compiling() else _bias_relu__default_eager)(x, bias, slope=slope)  # type: ignore[no-any-return]
+    (_bias_relu__out if _compiling() else _bias_relu__out_eager)(x, bias, slope=slope, out=out)
+    return out
+
+
+def bias_relu_(x: Tensor, bias: Optional[Tensor] = None, *, slope: float = 0.0) -> Tensor:
+    """In-place bias_relu: writes the result into ``x`` (which must have the result's shape and dtype) and returns it.
+    """
+    (_bias_relu__inplace if _compiling() else _bias_relu__inplace_eager)(x, bias, slope=slope)
+    return x
+
+
 # clamp: specs/clamp.yaml
 _clamp__default = _ns.clamp.default
 _clamp__default_eager = _eager(_clamp__default)

@@ -16,6 +16,11 @@ def _t(value: float) -> torch.Tensor:
     return torch.as_tensor(value, dtype=torch.float64)
 
 
+# bias_relu: specs/bias_relu.yaml; the kernel expression evaluated with torch
+def bias_relu_reference(x: torch.Tensor, bias: Optional[Tensor] = None, *, slope: float = 0.0):  # noqa: ARG001
+    return ((x if (bias is None) else (x + (0.0 if bias is None else bias))) * torch.where(((x if (bias is None) else (x + (0.0 if bias is None else bias))) > 0.0), _t(1.0), _t(slope)))
+
+
 # clamp: specs/clamp.yaml; the spec's reference expression
 def clamp_reference(x: torch.Tensor, *, min: float, max: float):  # noqa: ARG001
     return torch.clamp(x, min=min, max=max)
