@@ -288,9 +288,11 @@ def backward_matches_reference(overload, backward, op: OpSpec, namespace: str, c
     leaves = {k: v.requires_grad_(k in plan["inputs"]) if v is not None else None for k, v in leaves.items()}
     present = [n for n in plan["inputs"] if tensors[n] is not None]
     expected_out = outputs(call(testing.reference_fn(namespace, op), op, leaves, case.attrs))
+    n = len(plan["inputs"])
+    mask = [[True] * n] if n > 1 else []  # output_mask, with several gradients
     given_sets = [range(len(outs))] + ([[i] for i in range(len(outs))] if len(outs) > 1 else [])
     for given in given_sets:
-        grads = backward(*[c if i in given else None for i, c in enumerate(cotangents)], *rest)
+        grads = backward(*[c if i in given else None for i, c in enumerate(cotangents)], *rest, *mask)
         grads = (grads,) if isinstance(grads, torch.Tensor) else tuple(grads)
         expected = dict(zip(present, torch.autograd.grad([expected_out[i] for i in given], [leaves[n] for n in present],
                                                          [cotangents[i].to(torch.float64) for i in given], allow_unused=True,
@@ -306,6 +308,13 @@ def backward_matches_reference(overload, backward, op: OpSpec, namespace: str, c
             scale = max(1, outs[0].numel() // max(1, tensors[name].numel()))  # reduced gradients sum many terms
             torch.testing.assert_close(got.to(torch.float64), want, atol=atol * scale, rtol=rtol * scale, equal_nan=True,
                                        msg=lambda m: f"gradient of '{name}'{which}: {m}")
+    if n > 1:  # each gradient asked for alone: the others are None, it is the same bit for bit
+        full = backward(*cotangents, *rest, [True] * n)
+        for i, name in enumerate(plan["inputs"]):
+            alone = backward(*cotangents, *rest, [j == i for j in range(n)])
+            assert [j for j, g in enumerate(alone) if g is not None] == [i], f"asked for the gradient of '{name}' alone, got {alone}"
+            torch.testing.assert_close(alone[i], full[i], atol=0, rtol=0, equal_nan=True,
+                                       msg=lambda m: f"gradient of '{name}' asked for alone: {m}")
 
 
 def gradients_match_reference(overload, op: OpSpec, namespace: str, case: Case, differentiable: list[str]) -> None:

@@ -104,8 +104,12 @@ def test_backward_of_several_outputs_needs_one_gradient(built_ops):
     r, theta = torch.rand(5, dtype=torch.float64), torch.rand(5, dtype=torch.float64)
     x, y = built_ops.to_cartesian(r, theta)
     gy = torch.rand(5, dtype=torch.float64)
-    grad_r, grad_theta = built_ops.to_cartesian_backward(None, gy, theta, x, y, [5], [5])
+    grad_r, grad_theta = built_ops.to_cartesian_backward(None, gy, theta, x, y, [5], [5], [True, True])
     torch.testing.assert_close(grad_r, gy * torch.sin(theta))
     torch.testing.assert_close(grad_theta, gy * x)
+    # output_mask: only the gradients asked for, the others None (as ATen's backward ops)
+    assert built_ops.to_cartesian_backward(None, gy, theta, x, y, [5], [5], [False, True])[0] is None
+    torch.testing.assert_close(built_ops.to_cartesian_backward(None, gy, theta, x, y, [5], [5], [False, True])[1], grad_theta)
+    assert built_ops.to_cartesian_backward(None, gy, theta, x, y, [5], [5], [False, False]) == (None, None)
     with pytest.raises(ValueError, match=r"to_cartesian_backward\(\): none of the gradients grad_x, grad_y is given"):
-        built_ops.to_cartesian_backward(None, None, theta, x, y, [5], [5])
+        built_ops.to_cartesian_backward(None, None, theta, x, y, [5], [5], [True, True])

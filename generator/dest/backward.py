@@ -91,11 +91,20 @@ class BackwardPlan:
     def shape_args(self) -> tuple[str, ...]:
         return tuple(f"{n}__shape" for n in self.computed)
 
+    @property
+    def masked(self) -> bool:
+        """Several gradients computed: the op takes `bool[N] output_mask`, as ATen's backward ops,
+        and computes only those asked for (an input that does not require grad, or an absent
+        Tensor?, costs neither a buffer nor a store nor a reduction); the others are None."""
+        return len(self.computed) > 1
+
     def schema(self) -> str:
         grad_type = "Tensor?" if self.optional_grads else "Tensor"
         args = [f"{grad_type} {g}" for g in self.grads] + [f"Tensor{'?' if t in self.optional else ''} {t}" for t in self.saved]
         args += [f"{a.type} {a.name}" for a in self.attributes]
         args += [f"SymInt[] {s}" for s in self.shape_args]
+        if self.masked:
+            args.append(f"bool[{len(self.computed)}] output_mask")
         rets = "Tensor" if len(self.computed) == 1 else "(" + ", ".join("Tensor" for _ in self.computed) + ")"
         return f"{self.name}({', '.join(args)}) -> {rets}"
 
@@ -115,6 +124,8 @@ class BackwardPlan:
                          for t in self.saved]
         parts += [f"{cpp.argument_type(a.type)} {a.name}" for a in self.attributes]
         parts += [f"c10::SymIntArrayRef {s}" for s in self.shape_args]
+        if self.masked:
+            parts.append(f"std::array<bool, {len(self.computed)}> output_mask")
         return ", ".join(parts)
 
     @cached_property
@@ -136,7 +147,8 @@ class BackwardPlan:
 
     @cached_property
     def cpp_args(self) -> str:
-        return ", ".join([*self.grads, *self.saved, *(a.name for a in self.attributes), *self.shape_args])
+        return ", ".join([*self.grads, *self.saved, *(a.name for a in self.attributes), *self.shape_args]
+                         + (["output_mask"] if self.masked else []))
 
     @cached_property
     def cpp_types(self) -> str:
@@ -145,6 +157,8 @@ class BackwardPlan:
         parts += ["const std::optional<at::Tensor>&" if t in self.optional else "const at::Tensor&" for t in self.saved]
         parts += [cpp.argument_type(a.type) for a in self.attributes]
         parts += ["c10::SymIntArrayRef"] * len(self.computed)
+        if self.masked:
+            parts.append(f"std::array<bool, {len(self.computed)}>")
         return f"{self.return_type}({', '.join(parts)})"
 
 

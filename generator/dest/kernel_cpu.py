@@ -12,7 +12,7 @@ from ..library import Library
 from ..model import OpSpec
 from ..render import render
 from . import op_context as ctx
-from . import pointwise, reduction
+from . import backward, pointwise, reduction
 from .files import GeneratedFile
 
 TEMPLATE = "csrc/kernels/op_cpu.cpp.j2"
@@ -27,9 +27,10 @@ class Loop:
     lambda_params: str
     scalar_params: str
     vec_params: str
+    masked: bool = False  # a fused backward whose flat loop skips outputs given as null pointers
 
 
-def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr]) -> Loop:
+def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr], masked: bool = False) -> Loop:
     tensors = code.params
     hoisted = [f"_u{i}" for i in range(len(code.hoisted_numbers))]
 
@@ -51,6 +52,7 @@ def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr]) -> L
         lambda_params=", ".join(f"[[maybe_unused]] auto {p}" for p in tensors + hoisted),
         scalar_params=", ".join(f"scalar_t {t}" for t in tensors),
         vec_params=", ".join(f"_vec {t}" for t in tensors),
+        masked=masked,
     )
 
 
@@ -60,7 +62,9 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         text = render("csrc/kernels/reduction_cpu.cpp.j2", op=op, ns=lib.namespace, x=r.x, code=r.code, fold=r.fold,
                       identity=r.identity, attrs=r.attrs, post_text=_post_text(op))
         return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
-    loops = [loop(k.name, k.code, k.attrs) for k in pointwise.kernels(op)]
+    plan = backward.plan(op)
+    masked = plan.name if plan is not None and plan.masked else None
+    loops = [loop(k.name, k.code, k.attrs, masked=k.name == masked) for k in pointwise.kernels(op)]
     text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops, bool_output=op.kernel.bool_output)
     return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
 

@@ -178,7 +178,7 @@ namespace {
 
 constexpr const char* _bw_op = "opgen_ops.bias_gelu_backward";
 
-at::ScalarType bias_gelu_backward_check(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& bias, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape) {
+at::ScalarType bias_gelu_backward_check(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& bias, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, std::array<bool, 2> output_mask) {
   opgen::check_defined(grad, _bw_op, "grad");
   opgen::check_defined(x, _bw_op, "x");
   opgen::check_same_device(x, grad, _bw_op, "x", "grad");
@@ -191,15 +191,20 @@ at::ScalarType bias_gelu_backward_check(const at::Tensor& grad, const at::Tensor
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& bias__opt, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape) {
+std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& bias__opt, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, std::array<bool, 2> output_mask) {
   [[maybe_unused]] const bool bias__absent = !opgen::is_given(bias__opt);
   const at::Tensor& bias = bias__absent ? grad : *bias__opt;
-  const at::ScalarType _dtype = bias_gelu_backward_check(grad, x, bias, x__shape, bias__shape);
-  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
+  const at::ScalarType _dtype = bias_gelu_backward_check(grad, x, bias, x__shape, bias__shape, output_mask);
+  // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
+  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
                                                  grad.options().dtype(_dtype), { grad, x, bias });
-  at::Tensor _g1 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), bias__shape),
+  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), bias__shape),
                                                  grad.options().dtype(_dtype), { grad, x, bias });
-  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, x, bias })) {
+  const at::Tensor& _first = _g0.defined() ? _g0 : _g1;
+  if (!_first.defined()) {  // none asked for
+    return {};
+  }
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_first, { grad, x, bias })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::bias_gelu_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
@@ -213,11 +218,13 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
       , decltype(&cpu::DEFAULT::bias_gelu_backward_contiguous){}
 #endif
       );
-    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), _g1.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), bias__absent);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), bias__absent);
   } else if (grad.numel() > 0) {
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else computed, then dropped
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else computed, then dropped
     auto _iter = at::TensorIteratorConfig()
-                     .add_output(_g0)
-                     .add_output(_g1)
+                     .add_output(_o0)
+                     .add_output(_o1)
                      .add_const_input(grad)
                      .add_const_input(x)
                      .add_const_input(bias)
@@ -244,14 +251,14 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, bias__absent);
     }
   }
-  return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
+  return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
 }
 
-std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& bias__opt, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape) {
+std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& bias__opt, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, std::array<bool, 2> output_mask) {
   [[maybe_unused]] const bool bias__absent = !opgen::is_given(bias__opt);
   const at::Tensor& bias = bias__absent ? grad : *bias__opt;
-  const at::ScalarType _dtype = bias_gelu_backward_check(grad, x, bias, x__shape, bias__shape);
-  return std::make_tuple(opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, x, bias }), opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), bias__shape), grad.options().dtype(_dtype), { grad, x, bias }));
+  const at::ScalarType _dtype = bias_gelu_backward_check(grad, x, bias, x__shape, bias__shape, output_mask);
+  return std::make_tuple(output_mask[0] ? opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, x, bias }) : at::Tensor(), output_mask[1] ? opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), bias__shape), grad.options().dtype(_dtype), { grad, x, bias }) : at::Tensor());
 }
 
 }  // namespace opgen_ops
@@ -259,7 +266,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_meta(const at::Tensor& gra
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("bias_gelu(Tensor x, Tensor\? bias=None) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("bias_gelu.out(Tensor x, Tensor\? bias=None, *, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
-  m.def("bias_gelu_backward(Tensor grad, Tensor x, Tensor\? bias, SymInt[] x__shape, SymInt[] bias__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
+  m.def("bias_gelu_backward(Tensor grad, Tensor x, Tensor\? bias, SymInt[] x__shape, SymInt[] bias__shape, bool[2] output_mask) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
@@ -358,8 +365,8 @@ torch::autograd::variable_list BiasGeluBackward::apply(torch::autograd::variable
   if (this->task_should_compute_output(0) || this->task_should_compute_output(1)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::bias_gelu_backward", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-    auto _computed = _backward.call(grad, x, bias, x__shape, bias__shape);
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&, c10::SymIntArrayRef, c10::SymIntArrayRef, std::array<bool, 2>)>();
+    auto _computed = _backward.call(grad, x, bias, x__shape, bias__shape, std::array<bool, 2>{ this->task_should_compute_output(0), this->task_should_compute_output(1) });
     if (this->task_should_compute_output(0)) {
       const at::Tensor& _g = std::get<0>(_computed);
       _grad_inputs[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);

@@ -137,7 +137,7 @@ namespace {
 
 constexpr const char* _bw_op = "opgen_ops.to_cartesian_backward";
 
-at::ScalarType to_cartesian_backward_check(const at::Tensor& grad_x, const at::Tensor& grad_y, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
+at::ScalarType to_cartesian_backward_check(const at::Tensor& grad_x, const at::Tensor& grad_y, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape, std::array<bool, 2> output_mask) {
   opgen::check_defined(grad_x, _bw_op, "grad_x");
   opgen::check_defined(grad_y, _bw_op, "grad_y");
   opgen::check_same_device(grad_y, grad_x, _bw_op, "grad_y", "grad_x");
@@ -154,7 +154,7 @@ at::ScalarType to_cartesian_backward_check(const at::Tensor& grad_x, const at::T
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::optional<at::Tensor>& grad_x__opt, const std::optional<at::Tensor>& grad_y__opt, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
+std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::optional<at::Tensor>& grad_x__opt, const std::optional<at::Tensor>& grad_y__opt, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape, std::array<bool, 2> output_mask) {
   // An output that was not used gets no gradient (None) and contributes nothing: the kernel leaves
   // out its terms (0 * a derivative that is not finite would be NaN). A given gradient stands in
   // for its operand, read but never used.
@@ -163,12 +163,17 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
   [[maybe_unused]] const at::Tensor& grad_x = grad_x__given ? *grad_x__opt : _given;
   [[maybe_unused]] const bool grad_y__given = opgen::is_given(grad_y__opt);
   [[maybe_unused]] const at::Tensor& grad_y = grad_y__given ? *grad_y__opt : _given;
-  const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
-  at::Tensor _g0 = opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape),
+  const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape, output_mask);
+  // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
+  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape),
                                                  grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y });
-  at::Tensor _g1 = opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), theta__shape),
+  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), theta__shape),
                                                  grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y });
-  if (grad_x.numel() > 0 && grad_x.is_cpu() && opgen::same_dense_layout(_g0, { grad_x, grad_y, theta, x, y })) {
+  const at::Tensor& _first = _g0.defined() ? _g0 : _g1;
+  if (!_first.defined()) {  // none asked for
+    return {};
+  }
+  if (grad_x.numel() > 0 && grad_x.is_cpu() && opgen::same_dense_layout(_first, { grad_x, grad_y, theta, x, y })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
@@ -182,11 +187,13 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       , decltype(&cpu::DEFAULT::to_cartesian_backward_contiguous){}
 #endif
       );
-    _contiguous.for_data(_dtype, grad_x.numel())(_dtype, grad_x.numel(), _g0.data_ptr(), _g1.data_ptr(), grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr(), grad_x__given, grad_y__given);
+    _contiguous.for_data(_dtype, grad_x.numel())(_dtype, grad_x.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr(), grad_x__given, grad_y__given);
   } else if (grad_x.numel() > 0) {
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else computed, then dropped
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else computed, then dropped
     auto _iter = at::TensorIteratorConfig()
-                     .add_output(_g0)
-                     .add_output(_g1)
+                     .add_output(_o0)
+                     .add_output(_o1)
                      .add_const_input(grad_x)
                      .add_const_input(grad_y)
                      .add_const_input(theta)
@@ -215,10 +222,10 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, grad_x__given, grad_y__given);
     }
   }
-  return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), at::sum_to(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));
+  return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));
 }
 
-std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_meta(const std::optional<at::Tensor>& grad_x__opt, const std::optional<at::Tensor>& grad_y__opt, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape) {
+std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_meta(const std::optional<at::Tensor>& grad_x__opt, const std::optional<at::Tensor>& grad_y__opt, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape, std::array<bool, 2> output_mask) {
   // An output that was not used gets no gradient (None) and contributes nothing: the kernel leaves
   // out its terms (0 * a derivative that is not finite would be NaN). A given gradient stands in
   // for its operand, read but never used.
@@ -227,15 +234,15 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_meta(const std::optiona
   [[maybe_unused]] const at::Tensor& grad_x = grad_x__given ? *grad_x__opt : _given;
   [[maybe_unused]] const bool grad_y__given = opgen::is_given(grad_y__opt);
   [[maybe_unused]] const at::Tensor& grad_y = grad_y__given ? *grad_y__opt : _given;
-  const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape);
-  return std::make_tuple(opgen::gradient_meta(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }), opgen::gradient_meta(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), theta__shape), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }));
+  const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape, output_mask);
+  return std::make_tuple(output_mask[0] ? opgen::gradient_meta(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }) : at::Tensor(), output_mask[1] ? opgen::gradient_meta(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), theta__shape), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }) : at::Tensor());
 }
 
 }  // namespace opgen_ops
 
 TORCH_LIBRARY_FRAGMENT(opgen_ops, m) {
   m.def("to_cartesian(Tensor r, Tensor theta) -> (Tensor x, Tensor y)", {at::Tag::pt2_compliant_tag});
-  m.def("to_cartesian_backward(Tensor\? grad_x, Tensor\? grad_y, Tensor theta, Tensor x, Tensor y, SymInt[] r__shape, SymInt[] theta__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
+  m.def("to_cartesian_backward(Tensor\? grad_x, Tensor\? grad_y, Tensor theta, Tensor x, Tensor y, SymInt[] r__shape, SymInt[] theta__shape, bool[2] output_mask) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(opgen_ops, CPU, m) {
@@ -355,8 +362,8 @@ torch::autograd::variable_list ToCartesianBackward::apply(torch::autograd::varia
   if (this->task_should_compute_output(0) || this->task_should_compute_output(1)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("opgen_ops::to_cartesian_backward", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-    auto _computed = _backward.call(opgen::given(_grads[0]), opgen::given(_grads[1]), theta, x, y, r__shape, theta__shape);
+        .typed<std::tuple<at::Tensor, at::Tensor>(const std::optional<at::Tensor>&, const std::optional<at::Tensor>&, const at::Tensor&, const at::Tensor&, const at::Tensor&, c10::SymIntArrayRef, c10::SymIntArrayRef, std::array<bool, 2>)>();
+    auto _computed = _backward.call(opgen::given(_grads[0]), opgen::given(_grads[1]), theta, x, y, r__shape, theta__shape, std::array<bool, 2>{ this->task_should_compute_output(0), this->task_should_compute_output(1) });
     if (this->task_should_compute_output(0)) {
       const at::Tensor& _g = std::get<0>(_computed);
       _grad_inputs[0] = _g.scalar_type() == r__dtype ? _g : _g.to(r__dtype);

@@ -176,7 +176,7 @@ namespace {
 
 constexpr const char* _bw_op = "golden.scale_rows_backward";
 
-at::ScalarType scale_rows_backward_check(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
+at::ScalarType scale_rows_backward_check(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape, std::array<bool, 2> output_mask) {
   opgen::check_defined(grad, _bw_op, "grad");
   opgen::check_defined(x, _bw_op, "x");
   opgen::check_same_device(x, grad, _bw_op, "x", "grad");
@@ -189,13 +189,18 @@ at::ScalarType scale_rows_backward_check(const at::Tensor& grad, const at::Tenso
 
 }  // namespace
 
-std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
-  const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
-  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
+std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape, std::array<bool, 2> output_mask) {
+  const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape, output_mask);
+  // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
+  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
                                                  grad.options().dtype(_dtype), { grad, x, scale });
-  at::Tensor _g1 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), scale__shape),
+  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), scale__shape),
                                                  grad.options().dtype(_dtype), { grad, x, scale });
-  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, x, scale })) {
+  const at::Tensor& _first = _g0.defined() ? _g0 : _g1;
+  if (!_first.defined()) {  // none asked for
+    return {};
+  }
+  if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_first, { grad, x, scale })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_backward_contiguous
 #if defined(OPGEN_HAVE_AVX2)
@@ -209,11 +214,13 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       , decltype(&cpu::DEFAULT::scale_rows_backward_contiguous){}
 #endif
       );
-    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), _g1.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
   } else if (grad.numel() > 0) {
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else computed, then dropped
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else computed, then dropped
     auto _iter = at::TensorIteratorConfig()
-                     .add_output(_g0)
-                     .add_output(_g1)
+                     .add_output(_o0)
+                     .add_output(_o1)
                      .add_const_input(grad)
                      .add_const_input(x)
                      .add_const_input(scale)
@@ -240,12 +247,12 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, offset.toDouble(), power);
     }
   }
-  return std::make_tuple(at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), scale__shape)));
+  return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), scale__shape)));
 }
 
-std::tuple<at::Tensor, at::Tensor> scale_rows_backward_meta(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape) {
-  const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape);
-  return std::make_tuple(opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, x, scale }), opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), scale__shape), grad.options().dtype(_dtype), { grad, x, scale }));
+std::tuple<at::Tensor, at::Tensor> scale_rows_backward_meta(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape, std::array<bool, 2> output_mask) {
+  const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape, output_mask);
+  return std::make_tuple(output_mask[0] ? opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape), grad.options().dtype(_dtype), { grad, x, scale }) : at::Tensor(), output_mask[1] ? opgen::gradient_meta(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), scale__shape), grad.options().dtype(_dtype), { grad, x, scale }) : at::Tensor());
 }
 
 }  // namespace golden
@@ -253,7 +260,7 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_meta(const at::Tensor& gr
 TORCH_LIBRARY_FRAGMENT(golden, m) {
   m.def("scale_rows(Tensor x, Tensor scale, *, Scalar offset=0, int power=1) -> Tensor", {at::Tag::pt2_compliant_tag});
   m.def("scale_rows.out(Tensor x, Tensor scale, *, Scalar offset=0, int power=1, Tensor(a!) out) -> ()", {at::Tag::pt2_compliant_tag});
-  m.def("scale_rows_backward(Tensor grad, Tensor x, Tensor scale, Scalar offset, int power, SymInt[] x__shape, SymInt[] scale__shape) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
+  m.def("scale_rows_backward(Tensor grad, Tensor x, Tensor scale, Scalar offset, int power, SymInt[] x__shape, SymInt[] scale__shape, bool[2] output_mask) -> (Tensor, Tensor)", {at::Tag::pt2_compliant_tag});
 }
 
 TORCH_LIBRARY_IMPL(golden, CPU, m) {
@@ -355,8 +362,8 @@ torch::autograd::variable_list ScaleRowsBackward::apply(torch::autograd::variabl
   if (this->task_should_compute_output(0) || this->task_should_compute_output(1)) {
     static const auto _backward = c10::Dispatcher::singleton()
         .findSchemaOrThrow("golden::scale_rows_backward", "")
-        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t, c10::SymIntArrayRef, c10::SymIntArrayRef)>();
-    auto _computed = _backward.call(grad, x, scale, offset, power, x__shape, scale__shape);
+        .typed<std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Scalar&, int64_t, c10::SymIntArrayRef, c10::SymIntArrayRef, std::array<bool, 2>)>();
+    auto _computed = _backward.call(grad, x, scale, offset, power, x__shape, scale__shape, std::array<bool, 2>{ this->task_should_compute_output(0), this->task_should_compute_output(1) });
     if (this->task_should_compute_output(0)) {
       const at::Tensor& _g = std::get<0>(_computed);
       _grad_inputs[0] = _g.scalar_type() == x__dtype ? _g : _g.to(x__dtype);

@@ -26,7 +26,8 @@ NAMESPACE = 'golden'
 OPS = {'clamp': 1, 'gelu': 1, 'isclose': 1, 'sincos': 2, 'weighted_sum': 1}
 # the in-place variants of those ops
 INPLACE = []
-# <op>_backward: number of gradients it returns (its last arguments are their input shapes)
+# <op>_backward: number of gradients it returns (its last arguments are their input shapes, then
+# with several, output_mask)
 BACKWARDS = {'clamp_backward': 1, 'gelu_backward': 1, 'sincos_backward': 1, 'weighted_sum_backward': 1}
 # the ops that get a sharding rule: those without a Tensor[] argument, which DTensor's rules cannot place
 SHARDED = ['clamp', 'gelu', 'isclose', 'sincos', 'weighted_sum']
@@ -123,7 +124,8 @@ def _backward_shardings(n_grads):
 
         specs = _tensor_specs(args)
         shape = tuple(next(s for s in specs if s is not None).shape)  # a gradient's (None: an unused output's)
-        input_shapes = [tuple(s) for s in args[-n_grads:]]
+        # the inputs' shapes are the last arguments; with several gradients, output_mask follows them
+        input_shapes = [tuple(s) for s in (args[-n_grads - 1:-1] if n_grads > 1 else args[-n_grads:])]
         out = [([Replicate()] * n_grads, [Replicate() if s is not None else None for s in specs])]
         for d in range(len(shape)):
             grads = []
