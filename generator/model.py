@@ -498,15 +498,20 @@ class _SpecParser:
                 raise self.err(path, f"unknown dtype '{item}'; use one of {', '.join(choices)}{did_you_mean(item, choices)}")
         return canonical_order(names)
 
-    def optional_tensors(self) -> frozenset[str]:
-        """The Tensor? inputs expressions may read: those of a pointwise op (the generated code
-        gives an absent one a stand-in and tells kernels it is None)."""
+    def optional_tensors(self, what: str = "") -> frozenset[str]:
+        """The Tensor? inputs expressions may read, guarded by `is None` tests: a pointwise op's
+        (the generated code gives an absent one a stand-in and tells kernels it is None), and in
+        checks a hand-written op's."""
         kernel = self.d.get("kernel")
-        return optional_tensors(self.schema) if isinstance(kernel, dict) and "pointwise" in kernel else frozenset()
+        if not isinstance(kernel, dict):
+            return frozenset()
+        if "pointwise" in kernel or (what == "check" and ("cpu" in kernel or "cuda" in kernel)):
+            return optional_tensors(self.schema)
+        return frozenset()
 
     def scope(self, *, elementwise: bool, what: str, extra: dict[str, str] | None = None, sizes_only: bool = False) -> E.Scope:
         """``sizes_only``: explicit shape rules, which read no optional tensor (its sizes may not exist)."""
-        absent = frozenset() if sizes_only else self.optional_tensors()
+        absent = frozenset() if sizes_only else self.optional_tensors(what)
         names = {a.name: "unusable" if (a.type.optional or a.type.is_list) and a.name not in absent else E.TENSOR
                  for a in self.schema.tensor_inputs}
         for name in extra or {}:
@@ -531,7 +536,8 @@ class _SpecParser:
             return f"'{a.name}' ({t}) may be None, so a shape rule can't read its sizes; broadcast({a.name}, ...) can take it"
         if t.base == "Tensor" and t.optional and not t.is_list:
             return (f"'{a.name}' ({t}) can't be used in this expression; pointwise kernels read optional tensors "
-                    f"(where({a.name} is None, ..., <uses of {a.name}>)), hand-written kernels take them as arguments")
+                    f"(where({a.name} is None, ..., <uses of {a.name}>)), checks after a test ({a.name} is None or "
+                    f"{a.name}.dim() == 1), hand-written kernels take them as arguments")
         if t.base == "Tensor":
             return f"'{a.name}' ({t}) can't be used in an expression; plain Tensor inputs can"
         return (f"'{a.name}' ({t}) can't be used in an expression; optional {', '.join(OPTIONAL_ATTRIBUTE_BASES[:-1])} and "

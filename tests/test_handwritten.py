@@ -20,8 +20,12 @@ def test_optional_bias(built_ops):
     torch.testing.assert_close(built_ops.linear(x, w, b), x @ w.T + b)
     torch.testing.assert_close(built_ops.linear(x, w), x @ w.T)
     torch.testing.assert_close(built_ops.linear(x, w, None), x @ w.T)
-    with pytest.raises(ValueError, match=r"opgen_ops.linear\(\): argument 'bias' must have shape \[5\]"):
-        built_ops.linear(x, w, torch.randn(4, dtype=torch.float64))
+    # the spec's check of the optional bias, in the Meta kernel too (FakeTensor, torch.compile)
+    message = (r"opgen_ops.linear\(\): check 'bias is None or bias.dim\(\) == 1 and bias.size\(0\) == w.size\(0\)' "
+               r"failed \(got bias of shape \[4\], w of shape \[5, 3\]\)")
+    for device in ("cpu", "meta"):
+        with pytest.raises(RuntimeError, match=message):
+            built_ops.linear(x.to(device), w.to(device), torch.randn(4, dtype=torch.float64, device=device))
     leaves = [t.clone().requires_grad_() for t in (x, w)]
     built_ops.linear(*leaves).sum().backward()  # no bias: its gradient is never asked for
     assert all(t.grad is not None for t in leaves)

@@ -161,7 +161,10 @@ def test_handwritten_kernel_parses_and_round_trips():
     ("  x: grad.mm(w)\n  w: grad.t().mm(x)\n  bias: grad.sum(0)\n", "  {x: grad.transpose(0, 1).t().mm(w), w: grad.t().mm(x)}\n",
      "'1).t().mm(w)' is not a tensor input; gradients are for: x, w, bias; the expression of 'x' was cut at a comma"),
     ("shape: [x.size(0), w.size(0)]", "shape: same(bias)", "the shape rule can use plain 'Tensor' inputs"),
-    ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' (Tensor?) can't be used in this expression; pointwise kernels read optional tensors"),
+    ("checks: [", "checks: [\"bias.size(0) == 1\", ", "'bias' may be None here; read it where it is known not to be"),
+    ("shape: [x.size(0), w.size(0)]", "shape: [x.size(0), bias.size(0)]",
+     "'bias' (Tensor?) can't be used in this expression; pointwise kernels read optional tensors (where(bias is None, ..., "
+     "<uses of bias>)), checks after a test (bias is None or bias.dim() == 1)"),
     ("Tensor? bias=None)", "Tensor? bias=None, float out=1.0)",
      "argument name 'out' is the hand-written kernel's output parameter (void linear_cpu(const at::Tensor& out, ...)); rename it"),
 ])

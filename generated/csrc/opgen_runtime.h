@@ -58,6 +58,10 @@ inline std::string shape_string(c10::SymIntArrayRef shape) {
   out << "]";
   return out.str();
 }
+// A Tensor? in a failed check's message: " of shape [...]", or "=None".
+inline std::string optional_shape(const std::optional<at::Tensor>& t) {
+  return t.has_value() && t->defined() ? " of shape " + shape_string(t->sym_sizes()) : "=None";
+}
 
 // Raises TypeError unless `t` has one of `allowed` dtypes.
 inline void check_dtype(const at::Tensor& t, const char* op, const char* arg,

@@ -221,7 +221,7 @@ def symbolic(e: E.Expr, scope: E.Scope) -> str:
     if isinstance(e, E.Index):  # an element of a SymInt[N] attribute
         return f"{e.obj.id}[{e.index}]"
     if isinstance(e, E.Method):
-        obj = e.obj.id
+        obj = scope.cpp_values.get(e.obj.id, e.obj.id)  # a hand-written op's Tensor? is `(*bias)`
         if e.method == "dim":
             return f"c10::SymInt({obj}.dim())"
         if e.method == "numel":
@@ -279,7 +279,7 @@ def _int_uniform(e: E.Expr, scope: E.Scope) -> str:
     if isinstance(e, E.Binary):
         return f"opgen::int_arith('{_ARITH_CODE[e.op]}', {_int_uniform(e.lhs, scope)}, {_int_uniform(e.rhs, scope)}, _op)"
     if isinstance(e, E.Method):
-        return f"{e.obj.id}.dim()"
+        return f"{scope.cpp_values.get(e.obj.id, e.obj.id)}.dim()"
     raise TypeError(f"unsupported integer expression {e!r}")
 
 

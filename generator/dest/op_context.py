@@ -40,10 +40,22 @@ _SYMINT = Type("SymInt")
 
 @functools.lru_cache(maxsize=1024)
 def check_scope(op: OpSpec) -> E.Scope:
+    # a hand-written op's checks read a Tensor? through its std::optional (after an `is None` test)
+    optional = optional_tensors(op) if op.is_custom else frozenset()
     s = expression_scope(op.attributes, {a.name: E.TENSOR for a in op.tensor_inputs}, elementwise=False, what="check",
-                         absent=absent_tensors(op))
-    return dataclasses.replace(s, cpp_values={a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type.base == "Scalar"},
+                         absent=absent_tensors(op) | optional)
+    values = {a.name: cpp.to_member(a.type, a.name) for a in op.attributes if a.type.base == "Scalar"}
+    return dataclasses.replace(s, cpp_values={**values, **{t: f"(*{t})" for t in optional}},
                                sizes=frozenset(a.name for a in op.attributes if a.type == _SYMINT) | size_lists(op.attributes).keys())
+
+
+def checked_optional_tensors(op: OpSpec) -> list[str]:
+    """A hand-written op's Tensor? inputs its checks test (`bias is None or bias.size(0) == ...`):
+    its check binds `<name>__absent` for each."""
+    if not op.is_custom:
+        return []
+    read = set().union(*(E.names_in(c.expr) for c in op.checks))
+    return [t for t in sorted(optional_tensors(op)) if t in read]
 
 
 def kernel_attrs(op: OpSpec, used: set[str]) -> list[KernelAttr]:
@@ -124,7 +136,10 @@ def checks(op: OpSpec) -> list[CheckCode]:
         # every tensor whose sizes the check reads, by its whole shape: a size the check guards
         # (`x.dim() == 2 and x.size(1) == 3`) may not exist
         shaped = dict.fromkeys(n.obj.id for n in E.walk(c.expr) if isinstance(n, E.Method))
-        got = [f'{t} of shape ", {t}.sym_sizes(), "' for t in shaped] + [
+        # a Tensor? may be None (a check such as `bias is not None and bias.dim() == 1` fails then)
+        optional = {t: f"{t}__opt" if t in absent_tensors(op) else t for t in optional_tensors(op)}
+        got = [f'{t}", opgen::optional_shape({optional[t]}), "' if t in optional else f'{t} of shape ", {t}.sym_sizes(), "'
+               for t in shaped] + [
             f'{a}=", opgen::shown({a}), "' for a in attrs]
         values = " (got " + ", ".join(got) + ")" if got else ""
         message = f'"(): check \'", {cpp.string_literal(c.text)}, "\' failed{values}"'

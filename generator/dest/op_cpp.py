@@ -124,6 +124,7 @@ def emit_custom(op: OpSpec, lib: Library, autograd: Part | None, autocast: Part 
         dtype_names=ctx.dtype_names(op),
         dtype_list="{" + ", ".join(f"at::ScalarType::{d.scalar_type}" for d in op.dtypes) + "}",
         checks=ctx.checks(op),
+        checked_optional=ctx.checked_optional_tensors(op),
         outputs=outputs,
         outs=[f"_{n}" for n in op.output_names],
         returns_type=cpp.returns_type(op.schema),

@@ -29,9 +29,11 @@ std::pair<c10::SymDimVector, at::ScalarType> linear_check(const at::Tensor& x, c
     opgen::check_same_device(*bias, x, _op, "bias", "x");
     _dtype = c10::promoteTypes(_dtype, bias->scalar_type());
   }
+  [[maybe_unused]] const bool bias__absent = !opgen::is_given(bias);
   TORCH_SYM_CHECK(c10::SymInt(x.dim()).sym_eq(c10::SymInt(int64_t{2})), _op, "(): check '", "x.dim() == 2", "' failed (got x of shape ", x.sym_sizes(), ")");
   TORCH_SYM_CHECK(c10::SymInt(w.dim()).sym_eq(c10::SymInt(int64_t{2})), _op, "(): check '", "w.dim() == 2", "' failed (got w of shape ", w.sym_sizes(), ")");
   TORCH_SYM_CHECK(x.sym_size(int64_t{1}).sym_eq(w.sym_size(int64_t{1})), _op, "(): check '", "x.size(1) == w.size(1)", "' failed (got x of shape ", x.sym_sizes(), ", w of shape ", w.sym_sizes(), ")");
+  TORCH_SYM_CHECK(c10::SymBool(opgen::any_of([&] { return c10::SymBool(bias__absent); }, [&] { return c10::SymBool(opgen::all_of([&] { return c10::SymInt((*bias).dim()).sym_eq(c10::SymInt(int64_t{1})); }, [&] { return (*bias).sym_size(int64_t{0}).sym_eq(w.sym_size(int64_t{0})); })); })), _op, "(): check '", "bias is None or bias.dim() == 1 and bias.size(0) == w.size(0)", "' failed (got bias", opgen::optional_shape(bias), ", w of shape ", w.sym_sizes(), ")");
   c10::SymDimVector _shape = { x.sym_size(int64_t{0}), w.sym_size(int64_t{0}) };
   opgen::check_sizes(_shape, _op, "[x.size(0), w.size(0)]");
   return {std::move(_shape), _dtype};

@@ -50,7 +50,7 @@ std::pair<c10::SymDimVector, at::ScalarType> bias_relu_check(const at::Tensor& x
   opgen::check_dtype(x, _op, "x", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
   opgen::check_dtype(bias, _op, "bias", { at::ScalarType::Float, at::ScalarType::Double, at::ScalarType::Half, at::ScalarType::BFloat16 }, "float32, float64, float16, bfloat16");
   opgen::check_same_device(bias, x, _op, "bias", "x");
-  TORCH_SYM_CHECK(c10::SymBool(opgen::any_of([&] { return c10::SymBool(bias__absent); }, [&] { return c10::SymInt(bias.dim()).sym_le(c10::SymInt(x.dim())); })), _op, "(): check '", "bias is None or bias.dim() <= x.dim()", "' failed (got bias of shape ", bias.sym_sizes(), ", x of shape ", x.sym_sizes(), ")");
+  TORCH_SYM_CHECK(c10::SymBool(opgen::any_of([&] { return c10::SymBool(bias__absent); }, [&] { return c10::SymInt(bias.dim()).sym_le(c10::SymInt(x.dim())); })), _op, "(): check '", "bias is None or bias.dim() <= x.dim()", "' failed (got bias", opgen::optional_shape(bias__opt), ", x of shape ", x.sym_sizes(), ")");
   [[maybe_unused]] constexpr const char* _rule = "broadcast(x, bias)";
   c10::SymDimVector _shape;
   opgen::broadcast_into(_shape, x, _op, "x", _rule);
