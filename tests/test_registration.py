@@ -113,3 +113,14 @@ def test_backward_of_several_outputs_needs_one_gradient(built_ops):
     assert built_ops.to_cartesian_backward(None, gy, theta, x, y, [5], [5], [False, False]) == (None, None)
     with pytest.raises(ValueError, match=r"to_cartesian_backward\(\): none of the gradients grad_x, grad_y is given"):
         built_ops.to_cartesian_backward(None, None, theta, x, y, [5], [5], [True, True])
+
+
+@pytest.mark.parametrize("backend", ["aot_eager", "inductor"])
+def test_compiled_backward_asks_only_for_needed_gradients(built_ops, backend):
+    """Under torch.compile the joint graph calls the backward op with an output_mask; a gradient
+    not asked for (absent Tensor?, input without requires_grad) is None there and never used."""
+    x, b = torch.randn(4, 5, requires_grad=True), torch.randn(5, requires_grad=True)
+    f = torch.compile(lambda x, bias: built_ops.bias_gelu(x, bias).sum(), backend=backend, fullgraph=True)
+    for bias, leaves in ((None, [x]), (b, [x, b]), (b.detach(), [x])):
+        expected = torch.nn.functional.gelu(x if bias is None else x + bias, approximate="tanh").sum()
+        torch.testing.assert_close(torch.autograd.grad(f(x, bias), leaves), torch.autograd.grad(expected, leaves))
