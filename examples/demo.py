@@ -25,6 +25,8 @@ cases = [
     ("sigmoid(x)", opgen_ops.sigmoid(x), torch.sigmoid(x)),
     ("gelu(x)", opgen_ops.gelu(x), F.gelu(x, approximate="tanh")),
     ("gelu(x, approximate='none')", opgen_ops.gelu(x, approximate="none"), F.gelu(x)),
+    ("bias_gelu(x, b)", opgen_ops.bias_gelu(x, b), F.gelu(x + b, approximate="tanh")),
+    ("bias_gelu(x)  (bias None)", opgen_ops.bias_gelu(x), F.gelu(x, approximate="tanh")),
     ("softplus(x, beta=2)", opgen_ops.softplus(x, beta=2.0), F.softplus(x, beta=2.0)),
     ("clamp(x, min=-1, max=1)", opgen_ops.clamp(x, min=-1.0, max=1.0), x.clamp(-1, 1)),
     ("gelu(x.bfloat16())", opgen_ops.gelu(x.bfloat16()).float(), F.gelu(x.bfloat16().double(), approximate="tanh").bfloat16()),
