@@ -12,7 +12,7 @@ from ..library import Library
 from ..model import OpSpec
 from ..render import render
 from . import op_context as ctx
-from . import backward, pointwise, reduction
+from . import pointwise, reduction
 from .files import GeneratedFile
 
 TEMPLATE = "csrc/kernels/op_cpu.cpp.j2"
@@ -62,9 +62,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         text = render("csrc/kernels/reduction_cpu.cpp.j2", op=op, ns=lib.namespace, x=r.x, code=r.code, fold=r.fold,
                       identity=r.identity, attrs=r.attrs, post_text=_post_text(op))
         return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
-    plan = backward.plan(op)
-    masked = plan.name if plan is not None and plan.masked else None
-    loops = [loop(k.name, k.code, k.attrs, masked=k.name == masked) for k in pointwise.kernels(op)]
+    loops = [loop(k.name, k.code, k.attrs, masked=k.masked) for k in pointwise.kernels(op)]
     text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops, bool_output=op.kernel.bool_output)
     return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
 

@@ -89,7 +89,8 @@ class OptionalBinding:
 
 
 def optional_bindings(op: OpSpec) -> list[OptionalBinding]:
-    return [OptionalBinding(a.name) for a in op.tensor_inputs if a.name in absent_tensors(op)]
+    absent = absent_tensors(op)
+    return [OptionalBinding(a.name) for a in op.tensor_inputs if a.name in absent]
 
 
 def cpp_parameters(op: OpSpec) -> str:
@@ -122,6 +123,9 @@ class CheckCode:
 def checks(op: OpSpec) -> list[CheckCode]:
     """The argument checks of the op's entry: the sizes of the lists expressions index, then the spec's."""
     scope = check_scope(op)
+    # a Tensor? may be None (a check such as `bias is not None and bias.dim() == 1` fails then):
+    # its message shows it through the std::optional
+    optional = {t: f"{t}__opt" if t in absent_tensors(op) else t for t in optional_tensors(op)}
     out = [CheckCode("TORCH_CHECK_VALUE", f"{name}.size() == {size}",
                      f'"(): argument \'{name}\' must have {size} elements, as its type {op.schema.argument(name).type} says (got ", {name}.size(), ")"')
            for name, size in indexed_lists(op).items()]
@@ -136,8 +140,6 @@ def checks(op: OpSpec) -> list[CheckCode]:
         # every tensor whose sizes the check reads, by its whole shape: a size the check guards
         # (`x.dim() == 2 and x.size(1) == 3`) may not exist
         shaped = dict.fromkeys(n.obj.id for n in E.walk(c.expr) if isinstance(n, E.Method))
-        # a Tensor? may be None (a check such as `bias is not None and bias.dim() == 1` fails then)
-        optional = {t: f"{t}__opt" if t in absent_tensors(op) else t for t in optional_tensors(op)}
         got = [f'{t}", opgen::optional_shape({optional[t]}), "' if t in optional else f'{t} of shape ", {t}.sym_sizes(), "'
                for t in shaped] + [
             f'{a}=", opgen::shown({a}), "' for a in attrs]

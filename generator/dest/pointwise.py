@@ -22,6 +22,9 @@ class Kernel:
     # the loop waits on memory, and its AVX2 variant serves AVX-512 CPUs for data in cache
     # (see pick_cpu_kernel).
     memory_bound: bool = False
+    # A fused backward returning several gradients: its flat loop skips outputs given as null
+    # pointers (those output_mask did not ask for).
+    masked: bool = False
 
 
 @functools.lru_cache(maxsize=1024)
@@ -35,5 +38,5 @@ def kernels(op: OpSpec) -> tuple[Kernel, ...]:
     plan = backward.plan(op)
     code = backward.kernel_code(op, plan) if plan is not None else None
     if code is not None:
-        out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series))
+        out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series, masked=plan.masked))
     return tuple(out)
