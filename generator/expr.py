@@ -284,6 +284,7 @@ class Scope:
     # sized list attributes (`float[2] betas`), read one element at a time: name -> size; their
     # entry in `names` is the kind of an element
     lists: dict[str, int] = field(default_factory=dict)
+    lets: tuple[str, ...] = ()  # a spec's `let:` names, replaced before type checks; listed in unknown-name errors
 
     def extended(self, names: dict[str, str], what: str | None = None) -> "Scope":
         """This scope with more names (gradients, accumulators), the attributes unchanged."""
@@ -297,14 +298,15 @@ class Scope:
         kind = self.names.get(name.id)
         if kind is None:
             known = sorted(self.names)
-            hint = did_you_mean(name.id, known)
+            hint = did_you_mean(name.id, known + list(self.lets))
             if not hint and name.id in FUNCTIONS:
                 hint = f"; '{name.id}' is a function: call it as {name.id}(...)"
             if not hint and name.id in _CONSTANT_HINTS:
                 hint = f"; {_CONSTANT_HINTS[name.id]}"
             if name.id in self.hints:
                 hint = f"; {self.hints[name.id]}"
-            raise ExprError(name.col, f"unknown name '{name.id}' in {self.what}; known names: {', '.join(known) or 'none'}{hint}")
+            lets = f"; lets: {', '.join(self.lets)}" if self.lets else ""
+            raise ExprError(name.col, f"unknown name '{name.id}' in {self.what}; known names: {', '.join(known) or 'none'}{lets}{hint}")
         return kind
 
 
@@ -587,6 +589,48 @@ def rename(e: Expr, names: dict[str, str]) -> Expr:
             changes[f.name] = tuple(rename(x, names) for x in v)
         elif dataclasses.is_dataclass(v):
             changes[f.name] = rename(v, names)
+    return dataclasses.replace(e, **changes)
+
+
+def inline(e: Expr, values: dict[str, Expr], used: set[str]) -> Expr:
+    """``e`` with each name in ``values`` (a spec's `let:` names) replaced by its expression,
+    whose nodes take the use's column, so that an error inside it points at the name that
+    brought it in. Adds the names replaced to ``used``."""
+    if not values:
+        return e
+    if type(e) is Name:
+        if e.id not in values:
+            return e
+        used.add(e.id)
+        return _moved(values[e.id], e.col)
+    held = e.operand if type(e) is IsNone else e.obj if type(e) in (Index, Method) else None
+    if held is not None and held.id in values:
+        raise ExprError(held.col, _LET_MISUSE[type(e)].format(name=held.id))
+    changes = {}
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, tuple):
+            changes[f.name] = tuple(inline(x, values, used) for x in v)
+        elif is_expr(v):
+            changes[f.name] = inline(v, values, used)
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+_LET_MISUSE = {
+    IsNone: "'{name}' is a let, a value that is never None; test the optional argument it reads (bias is None)",
+    Index: "'{name}' is a let, a single value; index a sized list attribute (betas[0])",
+    Method: "'{name}' is a let, a per-element value; size(), dim() and numel() read a tensor input",
+}
+
+
+def _moved(e: Expr, col: int) -> Expr:
+    changes: dict[str, object] = {"col": col}
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, tuple):
+            changes[f.name] = tuple(_moved(x, col) for x in v)
+        elif is_expr(v):
+            changes[f.name] = _moved(v, col)
     return dataclasses.replace(e, **changes)
 
 

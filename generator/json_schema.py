@@ -29,6 +29,10 @@ def spec_schema() -> dict[str, Any]:
                             {"type": "object", "minProperties": 2,
                              "additionalProperties": {"oneOf": [rule, {"type": "array", "items": {"type": "string"}}]}}]},
         "checks": {"type": "array", "items": {"type": "string"}, "description": "Conditions checked on every call."},
+        "let": {"type": "object", "minProperties": 1, "propertyNames": {"pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+                "additionalProperties": expression,
+                "description": "Names for sub-expressions, in order: the kernel, gradients, checks and later lets read "
+                               "each as if its expression were written there."},
         "kernel": {"type": "object", "additionalProperties": False, "minProperties": 1,
                    "properties": {
                        "pointwise": {"oneOf": [expression, {"type": "object", "minProperties": 2, "additionalProperties": expression,

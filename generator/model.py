@@ -7,6 +7,8 @@ gives back a document that ``parse`` turns into an equal spec (the round-trip).
 from __future__ import annotations
 
 import ast
+import dataclasses
+import keyword
 import math
 import re
 from dataclasses import dataclass
@@ -17,11 +19,12 @@ from typing import Any, Union
 from . import expr as E
 from .dtypes import ALIASES, DTYPES, GROUPS, DType, canonical_order
 from .errors import SpecError, did_you_mean
+from .functions import FUNCTIONS
 from .tensor_expr import Formula, FormulaError, parse_formula
 from .schema import Argument, FunctionSchema, SchemaError, Type
 from .yaml_source import SpecSource
 
-TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "kernel", "gradient", "variants", "autocast", "reference", "test")
+TOP_KEYS = ("signature", "doc", "dtypes", "shape", "checks", "let", "kernel", "gradient", "variants", "autocast", "reference", "test")
 # Under torch.autocast, what the floating inputs are cast to (ATen's CastPolicy, autocast_mode.h),
 # and the dtypes the op then needs.
 AUTOCAST = {"lower_precision": ("autocast's dtype, float16 or bfloat16 (as torch's matmul-like ops)", ("float16", "bfloat16")),
@@ -398,6 +401,10 @@ class _SpecParser:
                 raise self.err((), f"missing required key '{required}'")
         schema = self.signature()
         self.schema = schema
+        self.lets: dict[str, E.Expr] = {}
+        self.let_kinds: dict[str, str] = {}
+        self.used_lets: set[str] = set()
+        self.let_definitions()
         doc = self.doc()
         dtypes = self.dtypes()
         output_shapes = self.rules = self.output_shapes()
@@ -413,6 +420,9 @@ class _SpecParser:
         if output_shapes and not isinstance(kernel, CustomKernel):
             raise self.err(("shape",), "one shape rule per output is for hand-written kernels; a pointwise op's outputs share "
                                        "one shape, e.g. shape: broadcast(a, b)")
+        for name in self.lets:
+            if name not in self.used_lets:
+                raise self.err(("let", name), f"let '{name}' is never used; use it in an expression or remove it", key=True)
         return OpSpec(schema.name, self.src.path, schema, doc, dtypes, shape, checks, kernel, gradient, reference, test, variants,
                       output_shapes, autocast)
 
@@ -548,13 +558,18 @@ class _SpecParser:
         col = re.compile(rf"\b{a.name}\b").search(self.d["signature"], a.col).start()
         return SpecError(self.src.inner_location(("signature",), col), message)
 
-    def expression(self, path: tuple, scope: E.Scope) -> tuple[E.Expr, str]:
+    def expression(self, path: tuple, scope: E.Scope, *, lets: bool = True) -> tuple[E.Expr, str]:
+        """The expression at ``path``, its `let:` names replaced by what they name (``lets``)."""
         text = self.get(path)
         if isinstance(text, bool) or not isinstance(text, (str, int, float)):
             raise self.err(path, f"expected an expression, got {_type_name(text)}")
         text = str(text)
+        written = None
         try:
-            e = E.parse_expr(text)
+            e = written = E.parse_expr(text)
+            if lets and self.lets:
+                scope = dataclasses.replace(scope, lets=tuple(self.lets))
+                e = E.inline(e, self.lets, self.used_lets)
             for node in E.walk(e):  # before the type check, which would only say the name isn't a number
                 if isinstance(node, E.Name) and scope.names.get(node.id) == "unusable":
                     raise E.ExprError(node.col, self.unusable(self.schema.argument(node.id)))
@@ -563,8 +578,66 @@ class _SpecParser:
             kind = E.typecheck(e, scope)
             E.check_optional_guards(e, scope)
         except E.ExprError as ex:
-            raise SpecError(self.src.inner_location(path, ex.col), ex.message) from None
+            within = self.let_at(written, scope, ex) if lets and written is not None else None
+            raise SpecError(self.src.inner_location(path, ex.col), ex.message + (f" (inside let '{within}')" if within else "")) from None
         return e, kind
+
+    def let_at(self, written: E.Expr, scope: E.Scope, error: E.ExprError) -> str | None:
+        """The let whose expression ``error`` (at a use of the let) is about, if it is not about the
+        expression as written: checked again with each let standing for a value of its kind."""
+        uses = {n.col: n.id for n in E.walk(written) if isinstance(n, E.Name) and n.id in self.lets}
+        if error.col not in uses:
+            return None
+        try:
+            E.typecheck(written, scope.extended(self.let_kinds))
+        except E.ExprError as again:
+            if again.col == error.col:
+                return None
+        return uses[error.col]
+
+    def let_definitions(self) -> None:
+        """`let: {u: where(bias is None, x, x + bias)}`: names for sub-expressions, each read by the
+        expressions after it (lets below it, kernel, gradients, checks) as if written out there.
+        A let reads the op's arguments and the lets above it, and is checked where it is written."""
+        if "let" not in self.d:
+            return
+        value = self.d["let"]
+        if not isinstance(value, dict) or not value:
+            raise self.err(("let",), "'let' is a mapping from names to expressions, e.g. {u: where(bias is None, x, x + bias)}")
+        kernel = self.d.get("kernel")
+        if isinstance(kernel, dict) and ("cpu" in kernel or "cuda" in kernel):
+            raise self.err(("let",), "'let' names sub-expressions of kernel expressions; a hand-written op has none", key=True)
+        names = list(value)
+        for name in names:  # all before any expression: YAML may have cut a flow mapping at commas into stray keys
+            reason = self.let_name_taken(name)
+            if reason:
+                raise self.err(("let", name), f"can't name a let '{name}': {reason}{_cut_at_comma(value)}", key=True)
+        for i, name in enumerate(names):
+            path = ("let", name)
+            scope = self.scope(elementwise=True, what=f"let '{name}'")
+            scope.hints.update({later: f"'{later}' is a let below this one; a let reads only the lets above it"
+                                for later in names[i + 1:]})
+            scope.hints[name] = "a let can't read itself; it names one expression of the arguments and the lets above it"
+            scope.hints.update({n: f"a let reads the op's arguments and the lets above it; '{n}' belongs to gradient formulas"
+                                for n in ("grad", "result", *self.result_names())})
+            e, kind = self.expression(path, scope)
+            if kind not in (E.ELEM, E.MASK, E.NUM, E.INT, E.BOOL):
+                raise self.err(path, "a let names a number or a condition, not a string; compare with the string instead "
+                                     "(tanh_form: approximate == 'tanh')")
+            self.lets[name] = e
+            self.let_kinds[name] = kind
+
+    def let_name_taken(self, name: Any) -> str:
+        """Why ``name`` can't name a let ('' if it can)."""
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or keyword.iskeyword(name):
+            return "a let's name is an identifier such as u or scaled_x"
+        if self.schema.argument(name) is not None:
+            return "an argument of the signature has that name"
+        if name in FUNCTIONS:
+            return f"{name}() is a function"
+        if name in ("grad", "result", "out", *EXPRESSION_NAMES, *(r.name for r in self.schema.returns if r.name)) or name.startswith("grad_"):
+            return "expressions already use that name (grad, grad_<output>, result, out, an output's name, acc, count, ties)"
+        return ""
 
     def output_shapes(self) -> tuple[ShapeRule, ...]:
         """`shape: {out0: rule, out1: rule}`: one rule per output of a multi-output op ({} if one rule)."""
@@ -876,7 +949,7 @@ class _SpecParser:
             raise self.err(path + ("combine",), f"unknown combine '{value}'; use one of {', '.join(COMBINES)} or an expression of a and b"
                                                 f"{did_you_mean(value, tuple(COMBINES))}")
         scope = E.Scope({"a": E.TENSOR, "b": E.TENSOR}, True, "combine expression")
-        e, kind = self.expression(path + ("combine",), scope)
+        e, kind = self.expression(path + ("combine",), scope, lets=False)
         if kind != E.ELEM or E.names_in(e) != {"a", "b"}:
             raise self.err(path + ("combine",), "a custom combine folds two accumulators 'a' and 'b' into one, e.g. maximum(a, b)")
         if "identity" not in spec:

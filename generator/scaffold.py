@@ -24,12 +24,15 @@ dtypes: [floating]
 shape: same(x)
 # checks: conditions on attributes and sizes, checked on every call.
 checks: ["alpha > 0"]
+# let: names for sub-expressions that the kernel and gradient read (optional).
+let:
+  s: sigmoid(x)
 # kernel.pointwise: an expression over the inputs and attributes, computed per element.
 kernel:
-  pointwise: alpha * x * sigmoid(x)
+  pointwise: alpha * x * s
 # gradient: one formula per differentiable input, over the inputs, attributes, grad and result.
 gradient:
-  x: grad * alpha * (sigmoid(x) * (1 + x * (1 - sigmoid(x))))
+  x: grad * alpha * (s * (1 + x * (1 - s)))
 """
 
 PYPROJECT_TEMPLATE = """\

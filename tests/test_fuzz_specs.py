@@ -53,9 +53,12 @@ def hostile_spec(draw):
         if action == "replace" and keys:
             doc[draw(st.sampled_from(keys))] = draw(JUNK)
         elif action == "soup" and isinstance(doc, dict):
-            target = draw(st.sampled_from(["kernel", "shape", "checks", "gradient", "reference", "doc"]))
+            target = draw(st.sampled_from(["kernel", "shape", "checks", "gradient", "reference", "doc", "let"]))
             soup = draw(TOKEN_SOUP)
-            doc[target] = {"pointwise": soup} if target == "kernel" else ([soup] if target == "checks" else soup)
+            if target == "let":  # a let named like an argument, a function, a keyword, or read nowhere
+                doc["let"] = {**(doc.get("let") if isinstance(doc.get("let"), dict) else {}), draw(st.sampled_from(IDENTS + ["u"])): soup}
+            else:
+                doc[target] = {"pointwise": soup} if target == "kernel" else ([soup] if target == "checks" else soup)
         elif action == "unknown_key" and isinstance(doc, dict):
             doc[draw(st.sampled_from(["kernal", "dtype", "grad", "signatures", "{{x}}", "shape "]))] = draw(SCALARS)
         elif action == "delete" and keys:

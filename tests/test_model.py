@@ -62,7 +62,7 @@ def test_groups_expand_in_canonical_order():
 
 CASES = [
     # (replace this, with this, line, col, message fragment)
-    ("kernel:", "kernal:", 5, 1, "unknown key 'kernal'; allowed keys: signature, doc, dtypes, shape, checks, kernel, gradient, variants, autocast, reference, test; did you mean 'kernel'?"),
+    ("kernel:", "kernal:", 5, 1, "unknown key 'kernal'; allowed keys: signature, doc, dtypes, shape, checks, let, kernel, gradient, variants, autocast, reference, test; did you mean 'kernel'?"),
     ("  pointwise:", "  pointwize:", 6, 3, "did you mean 'pointwise'?"),
     ("pointwise: weight * a + b", "pointwise: weight * a + c", 6, 27, "unknown name 'c' in kernel expression; known names: a, b, weight"),
     ("pointwise: weight * a + b", "pointwise: wieght * a + b", 6, 14, "did you mean 'weight'?"),
