@@ -373,6 +373,54 @@ def test_condition_layouts(condition, layout, typed_api):
     _check_condition(typed_api, condition, tensors, f"{condition.name} {layout}")
 
 
+def _stores_several(op: OpSpec) -> bool:
+    """A forward with several outputs, or a fused backward computing several gradients."""
+    plan = backward.plan(op)
+    return len(op.kernel.exprs) > 1 or (plan is not None and len(plan.fused) > 1)
+
+
+@pytest.mark.parametrize("layout", ["broadcast", "broadcast column", "long broadcast column", "row slices", "transposed"])
+def test_several_outputs_layouts(op, layout, typed_api):
+    """Loops that store several outputs, through the TensorIterator: rows through the vector loop
+    (a broadcast row; a broadcast column's value repeated in blocks of 256; slices of contiguous
+    rows), element by element (transposed). Each gradient is asked for alone, then all together:
+    a gradient not asked for is neither stored nor returned."""
+    if not _stores_several(op) or _constrained(op):
+        pytest.skip(f"{op.name}: one output and at most one fused gradient, or shapes constrained")
+    if layout.endswith("column") and (op.shape.kind != "broadcast" or len(op.tensor_inputs) < 2):
+        pytest.skip(f"{op.name}: no second input to broadcast")
+    gen = torch.Generator().manual_seed(9)
+    shape = (5, 1031) if layout.startswith("long") or layout == "row slices" else (6, 37)
+    tensors = {a.name: testing.make_tensor(op, a.name, (shape[0], shape[1] + 7) if layout == "row slices" else shape,
+                                           torch.float32, gen, "transposed" if layout == "transposed" else "contiguous")
+               for a in op.tensor_inputs}
+    last = op.tensor_inputs[-1].name
+    if layout == "broadcast" and op.shape.kind == "broadcast" and len(tensors) > 1:
+        tensors[last] = tensors[last][0].clone()  # (37,): stride 0 across rows
+    elif layout.endswith("column"):
+        tensors[last] = tensors[last][:, :1].clone()  # (rows, 1): stride 0 along them
+    elif layout == "row slices":
+        tensors = {k: v[:, 3:3 + shape[1]] for k, v in tensors.items()}
+    attrs = testing.attribute_sets(op)[0]
+    outs, expected = _run(typed_api, op, tensors, attrs)
+    _assert_close(outs, expected, "float32", f"{op.name} {layout}")
+    if op.gradient is None:
+        return
+    names = _differentiable(op)
+    for wanted in [[n] for n in names] + ([names] if len(names) > 1 else []):
+        leaves = {k: v.detach().requires_grad_(k in wanted) for k, v in tensors.items()}
+        args, kwargs = _call_args(op, leaves, attrs)
+        got = torch.autograd.grad(_total(getattr(typed_api, op.name)(*args, **kwargs)), [leaves[n] for n in wanted])
+        leaves64 = {k: v.detach().double().requires_grad_(k in wanted) for k, v in tensors.items()}
+        args, kwargs = _call_args(op, leaves64, attrs)
+        want = torch.autograd.grad(_total(testing.reference_fn(NAMESPACE, op)(*args, **kwargs)), [leaves64[n] for n in wanted])
+        for n, g, w in zip(wanted, got, want):
+            assert g.shape == tensors[n].shape, f"{op.name} {layout}: gradient of {n} has shape {tuple(g.shape)}"
+            # summed over up to 1031 broadcast elements in float32
+            torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4 * (1 + w.abs().max().item()),
+                                       msg=lambda m: f"{op.name} {layout}: gradient of {n} (asked for {wanted})\n{m}")
+
+
 # ---- bad calls ------------------------------------------------------------------------------
 
 

@@ -204,7 +204,7 @@ void bias_gelu_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _
 }
 
 template <typename scalar_t>
-void bias_gelu_backward_loop(at::TensorIteratorBase& _iter, bool bias__absent) {
+void bias_gelu_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool bias__absent) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -226,12 +226,53 @@ void bias_gelu_backward_loop(at::TensorIteratorBase& _iter, bool bias__absent) {
     return (grad * ((_u0 * (_t(1.0) + opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) + ((_t(0.5) * (_c0 ? x : (x + bias))) * ((_t(1.0) - (opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))) * opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) * ((_u1 * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias))))) + ((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * ((_u2 * (_c0 ? x : (x + bias))) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * _u3))))))));
   };
 
-  // Several outputs, one pass over memory.
-  at::native::cpu_kernel_multiple_outputs(
-      _iter,
-      [=](scalar_t grad, scalar_t x, scalar_t bias) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1, _u2, _u3)), static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1, _u2, _u3)));
-      });
+  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // An output not asked for is not stored (its buffer is never touched).
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0);
+    const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0;
+    constexpr int64_t _block = 256;
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _grad_copies[_block];
+    __at_align__ scalar_t _x_copies[_block];
+    __at_align__ scalar_t _bias_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out0_row = _data[0] + _r * _strides[5];
+      char* _out1_row = _data[1] + _r * _strides[6];
+      const char* _grad_row = _data[2] + _r * _strides[7];
+      const char* _x_row = _data[3] + _r * _strides[8];
+      const char* _bias_row = _data[4] + _r * _strides[9];
+      if (_dense) {
+        if (_strides[2] == 0) {
+          std::fill_n(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
+        }
+        if (_strides[3] == 0) {
+          std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+        }
+        if (_strides[4] == 0) {
+          std::fill_n(_bias_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_bias_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _grad = _strides[2] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
+          const scalar_t* _x = _strides[3] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          const scalar_t* _bias = _strides[4] == 0 ? _bias_copies : reinterpret_cast<const scalar_t*>(_bias_row) + _j;
+          bias_gelu_backward_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), !_store[0] ? nullptr : reinterpret_cast<scalar_t*>(_out0_row) + _j, !_store[1] ? nullptr : reinterpret_cast<scalar_t*>(_out1_row) + _j, _grad, _x, _bias, bias__absent);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t grad = *reinterpret_cast<const scalar_t*>(_grad_row + _i * _strides[2]);
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[3]);
+        const scalar_t bias = *reinterpret_cast<const scalar_t*>(_bias_row + _i * _strides[4]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1, _u2, _u3));
+        const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1, _u2, _u3));
+        if (_store[0]) *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
+        if (_store[1]) *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -267,16 +308,16 @@ void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const v
   }
 }
 
-void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent) {
+void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool bias__absent) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
-      return bias_gelu_backward_loop<float>(_iter, bias__absent);
+      return bias_gelu_backward_loop<float>(_iter, _store, bias__absent);
     case at::ScalarType::Double:
-      return bias_gelu_backward_loop<double>(_iter, bias__absent);
+      return bias_gelu_backward_loop<double>(_iter, _store, bias__absent);
     case at::ScalarType::Half:
-      return bias_gelu_backward_loop<at::Half>(_iter, bias__absent);
+      return bias_gelu_backward_loop<at::Half>(_iter, _store, bias__absent);
     case at::ScalarType::BFloat16:
-      return bias_gelu_backward_loop<at::BFloat16>(_iter, bias__absent);
+      return bias_gelu_backward_loop<at::BFloat16>(_iter, _store, bias__absent);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.bias_gelu_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
   }

@@ -90,9 +90,9 @@ void isclose_loop(at::TensorIteratorBase& _iter, double rtol, double atol) {
     return opgen::logical_or(opgen::eq(a, b), opgen::logical_and(opgen::isfinite((a - b)), opgen::le(opgen::abs((a - b)), (_u0 + (_u1 * opgen::abs(b))))));
   };
 
-  // A condition: the vector lambda yields masks, which cpu_kernel_vec cannot store as bools. Rows
-  // whose operands are contiguous or one repeated value (stride 0, a broadcast column) take the
-  // flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // A condition: the vector lambda yields masks, which cpu_kernel_vec cannot store as bools.
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(bool) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0);
     const bool _repeats = _strides[1] == 0 || _strides[2] == 0;
@@ -101,7 +101,7 @@ void isclose_loop(at::TensorIteratorBase& _iter, double rtol, double atol) {
     __at_align__ scalar_t _a_copies[_block];
     __at_align__ scalar_t _b_copies[_block];
     for (int64_t _r = 0; _r < _rows; ++_r) {
-      char* _out = _data[0] + _r * _strides[3];
+      char* _out_row = _data[0] + _r * _strides[3];
       const char* _a_row = _data[1] + _r * _strides[4];
       const char* _b_row = _data[2] + _r * _strides[5];
       if (_dense) {
@@ -114,14 +114,15 @@ void isclose_loop(at::TensorIteratorBase& _iter, double rtol, double atol) {
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _a = _strides[1] == 0 ? _a_copies : reinterpret_cast<const scalar_t*>(_a_row) + _j;
           const scalar_t* _b = _strides[2] == 0 ? _b_copies : reinterpret_cast<const scalar_t*>(_b_row) + _j;
-          isclose_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<bool*>(_out) + _j, _a, _b, rtol, atol);
+          isclose_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<bool*>(_out_row) + _j, _a, _b, rtol, atol);
         }
         continue;
       }
       for (int64_t _i = 0; _i < _n; ++_i) {
         const scalar_t a = *reinterpret_cast<const scalar_t*>(_a_row + _i * _strides[1]);
         const scalar_t b = *reinterpret_cast<const scalar_t*>(_b_row + _i * _strides[2]);
-        *reinterpret_cast<bool*>(_out + _i * _strides[0]) = _f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0, _u1);
+        const bool _s0 = static_cast<bool>(_f0(static_cast<opmath_t>(a), static_cast<opmath_t>(b), _u0, _u1));
+        *reinterpret_cast<bool*>(_out_row + _i * _strides[0]) = _s0;
       }
     }
   });

@@ -97,12 +97,45 @@ void to_cartesian_loop(at::TensorIteratorBase& _iter) {
     return (r * opgen::sin(theta));
   };
 
-  // Several outputs, one pass over memory.
-  at::native::cpu_kernel_multiple_outputs(
-      _iter,
-      [=](scalar_t r, scalar_t theta) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(r), static_cast<opmath_t>(theta))), static_cast<scalar_t>(_f1(static_cast<opmath_t>(r), static_cast<opmath_t>(theta))));
-      });
+  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0);
+    const bool _repeats = _strides[2] == 0 || _strides[3] == 0;
+    constexpr int64_t _block = 256;
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _r_copies[_block];
+    __at_align__ scalar_t _theta_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out0_row = _data[0] + _r * _strides[4];
+      char* _out1_row = _data[1] + _r * _strides[5];
+      const char* _r_row = _data[2] + _r * _strides[6];
+      const char* _theta_row = _data[3] + _r * _strides[7];
+      if (_dense) {
+        if (_strides[2] == 0) {
+          std::fill_n(_r_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_r_row));
+        }
+        if (_strides[3] == 0) {
+          std::fill_n(_theta_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_theta_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _r = _strides[2] == 0 ? _r_copies : reinterpret_cast<const scalar_t*>(_r_row) + _j;
+          const scalar_t* _theta = _strides[3] == 0 ? _theta_copies : reinterpret_cast<const scalar_t*>(_theta_row) + _j;
+          to_cartesian_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<scalar_t*>(_out0_row) + _j, reinterpret_cast<scalar_t*>(_out1_row) + _j, _r, _theta);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t r = *reinterpret_cast<const scalar_t*>(_r_row + _i * _strides[2]);
+        const scalar_t theta = *reinterpret_cast<const scalar_t*>(_theta_row + _i * _strides[3]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(r), static_cast<opmath_t>(theta)));
+        const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(r), static_cast<opmath_t>(theta)));
+        *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
+        *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
+      }
+    }
+  });
 }
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
@@ -212,7 +245,7 @@ void to_cartesian_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t
 }
 
 template <typename scalar_t>
-void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given) {
+void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -227,12 +260,67 @@ void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, bool grad_x__give
     return ((_c1 ? (grad_y * x) : _t(0.0)) - (_c0 ? (grad_x * y) : _t(0.0)));
   };
 
-  // Several outputs, one pass over memory.
-  at::native::cpu_kernel_multiple_outputs(
-      _iter,
-      [=](scalar_t grad_x, scalar_t grad_y, scalar_t theta, scalar_t x, scalar_t y) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y))), static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y))));
-      });
+  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // An output not asked for is not stored (its buffer is never touched).
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0) && (_strides[6] == sizeof(scalar_t) || _strides[6] == 0);
+    const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0 || _strides[6] == 0;
+    constexpr int64_t _block = 256;
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _grad_x_copies[_block];
+    __at_align__ scalar_t _grad_y_copies[_block];
+    __at_align__ scalar_t _theta_copies[_block];
+    __at_align__ scalar_t _x_copies[_block];
+    __at_align__ scalar_t _y_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out0_row = _data[0] + _r * _strides[7];
+      char* _out1_row = _data[1] + _r * _strides[8];
+      const char* _grad_x_row = _data[2] + _r * _strides[9];
+      const char* _grad_y_row = _data[3] + _r * _strides[10];
+      const char* _theta_row = _data[4] + _r * _strides[11];
+      const char* _x_row = _data[5] + _r * _strides[12];
+      const char* _y_row = _data[6] + _r * _strides[13];
+      if (_dense) {
+        if (_strides[2] == 0) {
+          std::fill_n(_grad_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_x_row));
+        }
+        if (_strides[3] == 0) {
+          std::fill_n(_grad_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_y_row));
+        }
+        if (_strides[4] == 0) {
+          std::fill_n(_theta_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_theta_row));
+        }
+        if (_strides[5] == 0) {
+          std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+        }
+        if (_strides[6] == 0) {
+          std::fill_n(_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_y_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _grad_x = _strides[2] == 0 ? _grad_x_copies : reinterpret_cast<const scalar_t*>(_grad_x_row) + _j;
+          const scalar_t* _grad_y = _strides[3] == 0 ? _grad_y_copies : reinterpret_cast<const scalar_t*>(_grad_y_row) + _j;
+          const scalar_t* _theta = _strides[4] == 0 ? _theta_copies : reinterpret_cast<const scalar_t*>(_theta_row) + _j;
+          const scalar_t* _x = _strides[5] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          const scalar_t* _y = _strides[6] == 0 ? _y_copies : reinterpret_cast<const scalar_t*>(_y_row) + _j;
+          to_cartesian_backward_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), !_store[0] ? nullptr : reinterpret_cast<scalar_t*>(_out0_row) + _j, !_store[1] ? nullptr : reinterpret_cast<scalar_t*>(_out1_row) + _j, _grad_x, _grad_y, _theta, _x, _y, grad_x__given, grad_y__given);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t grad_x = *reinterpret_cast<const scalar_t*>(_grad_x_row + _i * _strides[2]);
+        const scalar_t grad_y = *reinterpret_cast<const scalar_t*>(_grad_y_row + _i * _strides[3]);
+        const scalar_t theta = *reinterpret_cast<const scalar_t*>(_theta_row + _i * _strides[4]);
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[5]);
+        const scalar_t y = *reinterpret_cast<const scalar_t*>(_y_row + _i * _strides[6]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
+        const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
+        if (_store[0]) *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
+        if (_store[1]) *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
+      }
+    }
+  });
 }
 
 }  // namespace
@@ -268,16 +356,16 @@ void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, voi
   }
 }
 
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given) {
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
-      return to_cartesian_backward_loop<float>(_iter, grad_x__given, grad_y__given);
+      return to_cartesian_backward_loop<float>(_iter, _store, grad_x__given, grad_y__given);
     case at::ScalarType::Double:
-      return to_cartesian_backward_loop<double>(_iter, grad_x__given, grad_y__given);
+      return to_cartesian_backward_loop<double>(_iter, _store, grad_x__given, grad_y__given);
     case at::ScalarType::Half:
-      return to_cartesian_backward_loop<at::Half>(_iter, grad_x__given, grad_y__given);
+      return to_cartesian_backward_loop<at::Half>(_iter, _store, grad_x__given, grad_y__given);
     case at::ScalarType::BFloat16:
-      return to_cartesian_backward_loop<at::BFloat16>(_iter, grad_x__given, grad_y__given);
+      return to_cartesian_backward_loop<at::BFloat16>(_iter, _store, grad_x__given, grad_y__given);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
   }

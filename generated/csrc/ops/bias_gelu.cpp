@@ -9,14 +9,14 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
-void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
+void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool bias__absent);
 void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
-void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
+void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool bias__absent);
 void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace AVX2
 #endif
@@ -24,7 +24,7 @@ void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0,
 namespace AVX512 {
 void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
-void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
+void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool bias__absent);
 void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace AVX512
 #endif
@@ -220,8 +220,8 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
       );
     _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), bias__absent);
   } else if (grad.numel() > 0) {
-    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else computed, then dropped
-    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else computed, then dropped
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else on CPU never written
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else on CPU never written
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_o0)
                      .add_output(_o1)
@@ -248,7 +248,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
       , decltype(&cpu::DEFAULT::bias_gelu_backward_kernel){}
 #endif
       );
-      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, bias__absent);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, bias__absent);
     }
   }
   return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));

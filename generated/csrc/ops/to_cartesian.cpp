@@ -9,14 +9,14 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX2
 #endif
@@ -24,7 +24,7 @@ void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
 namespace AVX512 {
 void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
-void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX512
 #endif
@@ -189,8 +189,8 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       );
     _contiguous.for_data(_dtype, grad_x.numel())(_dtype, grad_x.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr(), grad_x__given, grad_y__given);
   } else if (grad_x.numel() > 0) {
-    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else computed, then dropped
-    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else computed, then dropped
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else on CPU never written
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else on CPU never written
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_o0)
                      .add_output(_o1)
@@ -219,7 +219,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       , decltype(&cpu::DEFAULT::to_cartesian_backward_kernel){}
 #endif
       );
-      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, grad_x__given, grad_y__given);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, grad_x__given, grad_y__given);
     }
   }
   return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));

@@ -96,12 +96,38 @@ void sincos_loop(at::TensorIteratorBase& _iter, double scale) {
     return opgen::cos((_u0 * x));
   };
 
-  // Several outputs, one pass over memory.
-  at::native::cpu_kernel_multiple_outputs(
-      _iter,
-      [=](scalar_t x) -> std::tuple<scalar_t, scalar_t> {
-        return std::make_tuple(static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), _u0)), static_cast<scalar_t>(_f1(static_cast<opmath_t>(x), _u0)));
-      });
+  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0);
+    const bool _repeats = _strides[2] == 0;
+    constexpr int64_t _block = 256;
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _x_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out0_row = _data[0] + _r * _strides[3];
+      char* _out1_row = _data[1] + _r * _strides[4];
+      const char* _x_row = _data[2] + _r * _strides[5];
+      if (_dense) {
+        if (_strides[2] == 0) {
+          std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _x = _strides[2] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          sincos_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<scalar_t*>(_out0_row) + _j, reinterpret_cast<scalar_t*>(_out1_row) + _j, _x, scale);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[2]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), _u0));
+        const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(x), _u0));
+        *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
+        *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
+      }
+    }
+  });
 }
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.

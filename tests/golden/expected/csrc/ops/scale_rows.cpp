@@ -9,14 +9,14 @@ namespace golden::cpu {
 namespace DEFAULT {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
 void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
-void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
 void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
 void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
-void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
 void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 }  // namespace AVX2
 #endif
@@ -24,7 +24,7 @@ void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0
 namespace AVX512 {
 void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
 void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
-void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
 void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 }  // namespace AVX512
 #endif
@@ -216,8 +216,8 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       );
     _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
   } else if (grad.numel() > 0) {
-    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else computed, then dropped
-    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else computed, then dropped
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else on CPU never written
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else on CPU never written
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_o0)
                      .add_output(_o1)
@@ -244,7 +244,7 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       , decltype(&cpu::DEFAULT::scale_rows_backward_kernel){}
 #endif
       );
-      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, offset.toDouble(), power);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, offset.toDouble(), power);
     }
   }
   return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), scale__shape)));
