@@ -383,8 +383,8 @@ def _stores_several(op: OpSpec) -> bool:
 def test_several_outputs_layouts(op, layout, typed_api):
     """Loops that store several outputs, through the TensorIterator: rows through the vector loop
     (a broadcast row; a broadcast column's value repeated in blocks of 256; slices of contiguous
-    rows), element by element (transposed). Each gradient is asked for alone, then all together:
-    a gradient not asked for is neither stored nor returned."""
+    rows), element by element (transposed). Each gradient is asked for alone and all together:
+    a gradient not asked for is not returned, and the others are the same bit for bit."""
     if not _stores_several(op) or _constrained(op):
         pytest.skip(f"{op.name}: one output and at most one fused gradient, or shapes constrained")
     if layout.endswith("column") and (op.shape.kind != "broadcast" or len(op.tensor_inputs) < 2):
@@ -407,7 +407,8 @@ def test_several_outputs_layouts(op, layout, typed_api):
     if op.gradient is None:
         return
     names = _differentiable(op)
-    for wanted in [[n] for n in names] + ([names] if len(names) > 1 else []):
+    every = {}
+    for wanted in ([names] if len(names) > 1 else []) + [[n] for n in names]:
         leaves = {k: v.detach().requires_grad_(k in wanted) for k, v in tensors.items()}
         args, kwargs = _call_args(op, leaves, attrs)
         got = torch.autograd.grad(_total(getattr(typed_api, op.name)(*args, **kwargs)), [leaves[n] for n in wanted])
@@ -416,6 +417,11 @@ def test_several_outputs_layouts(op, layout, typed_api):
         want = torch.autograd.grad(_total(testing.reference_fn(NAMESPACE, op)(*args, **kwargs)), [leaves64[n] for n in wanted])
         for n, g, w in zip(wanted, got, want):
             assert g.shape == tensors[n].shape, f"{op.name} {layout}: gradient of {n} has shape {tuple(g.shape)}"
+            if len(wanted) > 1:
+                every[n] = g
+            elif n in every:
+                torch.testing.assert_close(g, every[n], rtol=0, atol=0, equal_nan=True,
+                                           msg=lambda m: f"{op.name} {layout}: gradient of {n} alone differs from all together\n{m}")
             # summed over up to 1031 broadcast elements in float32
             torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4 * (1 + w.abs().max().item()),
                                        msg=lambda m: f"{op.name} {layout}: gradient of {n} (asked for {wanted})\n{m}")

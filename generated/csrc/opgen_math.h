@@ -373,6 +373,17 @@ inline int set_lanes(const Vec<T>& mask) {
 #endif
 }
 
+// Where a fused backward's loops write a gradient that output_mask did not ask for. Writing it
+// somewhere instead of skipping the store keeps the arithmetic of every copy the compiler makes of
+// a loop (one per mask, when it unswitches) that of the all-gradients loop: a value nobody stored
+// would be dropped, and the multiplies and adds around it fused differently, so the gradients
+// asked for would change in the last bit with the mask. Thread-local: threads never share its line.
+template <typename T>
+inline T* discarded() {
+  alignas(64) static thread_local unsigned char buffer[256];  // two vectors of the widest kind
+  return reinterpret_cast<T*>(buffer);
+}
+
 // A comparison's vector result (each lane all ones or all zeros) stored as bools, the output of
 // a condition kernel. GCC turns the loop into a compare and a narrowing store with AVX-512 and
 // into a short sequence elsewhere; AVX2 floats take the packs below (GCC's is 40 instructions).

@@ -142,8 +142,8 @@ void to_cartesian_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer is skipped. Every gradient is
-// still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded.
+// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
 template <typename scalar_t>
 void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -170,8 +170,8 @@ void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar
       auto [_y_lo, _y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_y_ptr + _i));
       const _vec _v0 = at::vec::convert_from_float<scalar_t>(_f0(_grad_x_lo, _grad_y_lo, _theta_lo, _x_lo, _y_lo), _f0(_grad_x_hi, _grad_y_hi, _theta_hi, _x_hi, _y_hi));
       const _vec _v1 = at::vec::convert_from_float<scalar_t>(_f1(_grad_x_lo, _grad_y_lo, _theta_lo, _x_lo, _y_lo), _f1(_grad_x_hi, _grad_y_hi, _theta_hi, _x_hi, _y_hi));
-      if (_out0 != nullptr) _v0.store(_out0 + _i);
-      if (_out1 != nullptr) _v1.store(_out1 + _i);
+      _v0.store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _v1.store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad_x = _grad_x_ptr[_i];
@@ -181,8 +181,8 @@ void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar
       const scalar_t y = _y_ptr[_i];
       const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
       const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
-      if (_out0 != nullptr) _out0[_i] = _s0;
-      if (_out1 != nullptr) _out1[_i] = _s1;
+      *(_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()) = _s0;
+      *(_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()) = _s1;
     }
   } else {
     // Two vectors per step, both computed before either is stored: a store may alias the inputs,
@@ -199,14 +199,10 @@ void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar
         _r0[_k] = _f0(grad_x, grad_y, theta, x, y);
         _r1[_k] = _f1(grad_x, grad_y, theta, x, y);
       }
-      if (_out0 != nullptr) {
-        _r0[0].store(_out0 + _i);
-        _r0[1].store(_out0 + _i + _vec::size());
-      }
-      if (_out1 != nullptr) {
-        _r1[0].store(_out1 + _i);
-        _r1[1].store(_out1 + _i + _vec::size());
-      }
+      _r0[0].store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _r0[1].store((_out0 != nullptr ? _out0 + _i + _vec::size() : opgen::discarded<scalar_t>() + _vec::size()));
+      _r1[0].store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
+      _r1[1].store((_out1 != nullptr ? _out1 + _i + _vec::size() : opgen::discarded<scalar_t>() + _vec::size()));
     }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad_x = _vec::loadu(_grad_x_ptr + _i);
@@ -216,8 +212,8 @@ void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar
       const _vec y = _vec::loadu(_y_ptr + _i);
       const _vec _v0 = _f0(grad_x, grad_y, theta, x, y);
       const _vec _v1 = _f1(grad_x, grad_y, theta, x, y);
-      if (_out0 != nullptr) _v0.store(_out0 + _i);
-      if (_out1 != nullptr) _v1.store(_out1 + _i);
+      _v0.store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _v1.store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad_x = _grad_x_ptr[_i];
@@ -227,8 +223,8 @@ void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar
       const scalar_t y = _y_ptr[_i];
       const scalar_t _s0 = _f0(grad_x, grad_y, theta, x, y);
       const scalar_t _s1 = _f1(grad_x, grad_y, theta, x, y);
-      if (_out0 != nullptr) _out0[_i] = _s0;
-      if (_out1 != nullptr) _out1[_i] = _s1;
+      *(_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()) = _s0;
+      *(_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()) = _s1;
     }
   }
 }
@@ -263,7 +259,9 @@ void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 
   // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
   // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
-  // An output not asked for is not stored (its buffer is never touched).
+  // An output not asked for goes to opgen::discarded in vector rows; element by element, every
+  // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
+  // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0) && (_strides[6] == sizeof(scalar_t) || _strides[6] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0 || _strides[6] == 0;
@@ -316,8 +314,8 @@ void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 
         const scalar_t y = *reinterpret_cast<const scalar_t*>(_y_row + _i * _strides[6]);
         const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
         const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
-        if (_store[0]) *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
-        if (_store[1]) *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
+        *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
+        *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
       }
     }
   });

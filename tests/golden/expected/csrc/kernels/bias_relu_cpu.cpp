@@ -108,8 +108,8 @@ void bias_relu_loop(at::TensorIteratorBase& _iter, double slope, bool bias__abse
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer is skipped. Every gradient is
-// still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded.
+// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
 template <typename scalar_t>
 void bias_relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, double slope, bool bias__absent) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -137,8 +137,8 @@ void bias_relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
       auto [_bias_lo, _bias_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_bias_ptr + _i));
       const _vec _v0 = at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _u0v, _u1v), _f0(_grad_hi, _x_hi, _bias_hi, _u0v, _u1v));
       const _vec _v1 = at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _bias_lo, _u0v, _u1v), _f1(_grad_hi, _x_hi, _bias_hi, _u0v, _u1v));
-      if (_out0 != nullptr) _v0.store(_out0 + _i);
-      if (_out1 != nullptr) _v1.store(_out1 + _i);
+      _v0.store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _v1.store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -146,8 +146,8 @@ void bias_relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
       const scalar_t bias = _bias_ptr[_i];
       const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1));
       const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1));
-      if (_out0 != nullptr) _out0[_i] = _s0;
-      if (_out1 != nullptr) _out1[_i] = _s1;
+      *(_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()) = _s0;
+      *(_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()) = _s1;
     }
   } else {
     // Two vectors per step, both computed before either is stored: a store may alias the inputs,
@@ -162,14 +162,10 @@ void bias_relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
         _r0[_k] = _f0(grad, x, bias, _u0v, _u1v);
         _r1[_k] = _f1(grad, x, bias, _u0v, _u1v);
       }
-      if (_out0 != nullptr) {
-        _r0[0].store(_out0 + _i);
-        _r0[1].store(_out0 + _i + _vec::size());
-      }
-      if (_out1 != nullptr) {
-        _r1[0].store(_out1 + _i);
-        _r1[1].store(_out1 + _i + _vec::size());
-      }
+      _r0[0].store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _r0[1].store((_out0 != nullptr ? _out0 + _i + _vec::size() : opgen::discarded<scalar_t>() + _vec::size()));
+      _r1[0].store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
+      _r1[1].store((_out1 != nullptr ? _out1 + _i + _vec::size() : opgen::discarded<scalar_t>() + _vec::size()));
     }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
@@ -177,8 +173,8 @@ void bias_relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
       const _vec bias = _vec::loadu(_bias_ptr + _i);
       const _vec _v0 = _f0(grad, x, bias, _u0v, _u1v);
       const _vec _v1 = _f1(grad, x, bias, _u0v, _u1v);
-      if (_out0 != nullptr) _v0.store(_out0 + _i);
-      if (_out1 != nullptr) _v1.store(_out1 + _i);
+      _v0.store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _v1.store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -186,8 +182,8 @@ void bias_relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
       const scalar_t bias = _bias_ptr[_i];
       const scalar_t _s0 = _f0(grad, x, bias, _u0, _u1);
       const scalar_t _s1 = _f1(grad, x, bias, _u0, _u1);
-      if (_out0 != nullptr) _out0[_i] = _s0;
-      if (_out1 != nullptr) _out1[_i] = _s1;
+      *(_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()) = _s0;
+      *(_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()) = _s1;
     }
   }
 }
@@ -225,7 +221,9 @@ void bias_relu_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> 
   // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
   // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
-  // An output not asked for is not stored (its buffer is never touched).
+  // An output not asked for goes to opgen::discarded in vector rows; element by element, every
+  // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
+  // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0;
@@ -264,8 +262,8 @@ void bias_relu_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> 
         const scalar_t bias = *reinterpret_cast<const scalar_t*>(_bias_row + _i * _strides[4]);
         const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1));
         const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1));
-        if (_store[0]) *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
-        if (_store[1]) *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
+        *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
+        *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
       }
     }
   });

@@ -110,8 +110,8 @@ void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer is skipped. Every gradient is
-// still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded.
+// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
 template <typename scalar_t>
 void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -141,8 +141,8 @@ void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t
       auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
       const _vec _v0 = at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f0(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v));
       const _vec _v1 = at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f1(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v));
-      if (_out0 != nullptr) _v0.store(_out0 + _i);
-      if (_out1 != nullptr) _v1.store(_out1 + _i);
+      _v0.store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _v1.store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -150,8 +150,8 @@ void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t
       const scalar_t scale = _scale_ptr[_i];
       const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
       const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
-      if (_out0 != nullptr) _out0[_i] = _s0;
-      if (_out1 != nullptr) _out1[_i] = _s1;
+      *(_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()) = _s0;
+      *(_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()) = _s1;
     }
   } else {
     // Two vectors per step, both computed before either is stored: a store may alias the inputs,
@@ -166,14 +166,10 @@ void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t
         _r0[_k] = _f0(grad, x, scale, _u0v, _u1v, _u2v);
         _r1[_k] = _f1(grad, x, scale, _u0v, _u1v, _u2v);
       }
-      if (_out0 != nullptr) {
-        _r0[0].store(_out0 + _i);
-        _r0[1].store(_out0 + _i + _vec::size());
-      }
-      if (_out1 != nullptr) {
-        _r1[0].store(_out1 + _i);
-        _r1[1].store(_out1 + _i + _vec::size());
-      }
+      _r0[0].store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _r0[1].store((_out0 != nullptr ? _out0 + _i + _vec::size() : opgen::discarded<scalar_t>() + _vec::size()));
+      _r1[0].store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
+      _r1[1].store((_out1 != nullptr ? _out1 + _i + _vec::size() : opgen::discarded<scalar_t>() + _vec::size()));
     }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
@@ -181,8 +177,8 @@ void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t
       const _vec scale = _vec::loadu(_scale_ptr + _i);
       const _vec _v0 = _f0(grad, x, scale, _u0v, _u1v, _u2v);
       const _vec _v1 = _f1(grad, x, scale, _u0v, _u1v, _u2v);
-      if (_out0 != nullptr) _v0.store(_out0 + _i);
-      if (_out1 != nullptr) _v1.store(_out1 + _i);
+      _v0.store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
+      _v1.store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -190,8 +186,8 @@ void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t
       const scalar_t scale = _scale_ptr[_i];
       const scalar_t _s0 = _f0(grad, x, scale, _u0, _u1, _u2);
       const scalar_t _s1 = _f1(grad, x, scale, _u0, _u1, _u2);
-      if (_out0 != nullptr) _out0[_i] = _s0;
-      if (_out1 != nullptr) _out1[_i] = _s1;
+      *(_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()) = _s0;
+      *(_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()) = _s1;
     }
   }
 }
@@ -231,7 +227,9 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2>
   // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
   // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
-  // An output not asked for is not stored (its buffer is never touched).
+  // An output not asked for goes to opgen::discarded in vector rows; element by element, every
+  // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
+  // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0;
@@ -270,8 +268,8 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2>
         const scalar_t scale = *reinterpret_cast<const scalar_t*>(_scale_row + _i * _strides[4]);
         const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
         const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
-        if (_store[0]) *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
-        if (_store[1]) *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
+        *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
+        *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
       }
     }
   });
