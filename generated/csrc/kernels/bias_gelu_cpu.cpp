@@ -104,7 +104,7 @@ void bias_gelu_loop(at::TensorIteratorBase& _iter, bool bias__absent) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded.
+// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
 // Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
 template <typename scalar_t>
 void bias_gelu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, bool bias__absent) {
@@ -129,6 +129,7 @@ void bias_gelu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
     return (grad * ((_u0 * (_t(1.0) + opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) + ((_t(0.5) * (_c0 ? x : (x + bias))) * ((_t(1.0) - (opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))) * opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) * ((_u1 * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias))))) + ((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * ((_u2 * (_c0 ? x : (x + bias))) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * _u3))))))));
   };
 
+  scalar_t* const _sink = opgen::discarded<scalar_t>();  // once: a thread-local's address costs a call in a shared library
   int64_t _i = _begin;
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
@@ -137,8 +138,8 @@ void bias_gelu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
       auto [_bias_lo, _bias_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_bias_ptr + _i));
       const _vec _v0 = at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _u0v, _u1v, _u2v, _u3v), _f0(_grad_hi, _x_hi, _bias_hi, _u0v, _u1v, _u2v, _u3v));
       const _vec _v1 = at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _bias_lo, _u0v, _u1v, _u2v, _u3v), _f1(_grad_hi, _x_hi, _bias_hi, _u0v, _u1v, _u2v, _u3v));
-      _v0.store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
-      _v1.store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
+      _v0.store((_out0 != nullptr ? _out0 + _i : _sink));
+      _v1.store((_out1 != nullptr ? _out1 + _i : _sink));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -146,8 +147,8 @@ void bias_gelu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
       const scalar_t bias = _bias_ptr[_i];
       const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1, _u2, _u3));
       const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1, _u2, _u3));
-      *(_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()) = _s0;
-      *(_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()) = _s1;
+      *(_out0 != nullptr ? _out0 + _i : _sink) = _s0;
+      *(_out1 != nullptr ? _out1 + _i : _sink) = _s1;
     }
   } else {
     // Two vectors per step, both computed before either is stored: a store may alias the inputs,
@@ -162,10 +163,10 @@ void bias_gelu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
         _r0[_k] = _f0(grad, x, bias, _u0v, _u1v, _u2v, _u3v);
         _r1[_k] = _f1(grad, x, bias, _u0v, _u1v, _u2v, _u3v);
       }
-      _r0[0].store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
-      _r0[1].store((_out0 != nullptr ? _out0 + _i + _vec::size() : opgen::discarded<scalar_t>() + _vec::size()));
-      _r1[0].store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
-      _r1[1].store((_out1 != nullptr ? _out1 + _i + _vec::size() : opgen::discarded<scalar_t>() + _vec::size()));
+      _r0[0].store((_out0 != nullptr ? _out0 + _i : _sink));
+      _r0[1].store((_out0 != nullptr ? _out0 + _i + _vec::size() : _sink + _vec::size()));
+      _r1[0].store((_out1 != nullptr ? _out1 + _i : _sink));
+      _r1[1].store((_out1 != nullptr ? _out1 + _i + _vec::size() : _sink + _vec::size()));
     }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
@@ -173,8 +174,8 @@ void bias_gelu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
       const _vec bias = _vec::loadu(_bias_ptr + _i);
       const _vec _v0 = _f0(grad, x, bias, _u0v, _u1v, _u2v, _u3v);
       const _vec _v1 = _f1(grad, x, bias, _u0v, _u1v, _u2v, _u3v);
-      _v0.store((_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()));
-      _v1.store((_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()));
+      _v0.store((_out0 != nullptr ? _out0 + _i : _sink));
+      _v1.store((_out1 != nullptr ? _out1 + _i : _sink));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -182,8 +183,8 @@ void bias_gelu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t*
       const scalar_t bias = _bias_ptr[_i];
       const scalar_t _s0 = _f0(grad, x, bias, _u0, _u1, _u2, _u3);
       const scalar_t _s1 = _f1(grad, x, bias, _u0, _u1, _u2, _u3);
-      *(_out0 != nullptr ? _out0 + _i : opgen::discarded<scalar_t>()) = _s0;
-      *(_out1 != nullptr ? _out1 + _i : opgen::discarded<scalar_t>()) = _s1;
+      *(_out0 != nullptr ? _out0 + _i : _sink) = _s0;
+      *(_out1 != nullptr ? _out1 + _i : _sink) = _s1;
     }
   }
 }
