@@ -393,23 +393,29 @@ def test_several_outputs_layouts(several, layout, typed_api):
     op = several
     if layout.endswith("column") and (op.shape.kind != "broadcast" or len(op.tensor_inputs) < 2):
         pytest.skip(f"{op.name}: no second input to broadcast")
-    gen = torch.Generator().manual_seed(9)
     shape = (5, 1031) if layout.startswith("long") or layout == "row slices" else (6, 37)
-    tensors = {a.name: testing.make_tensor(op, a.name, (shape[0], shape[1] + 7) if layout == "row slices" else shape,
-                                           torch.float32, gen, "transposed" if layout == "transposed" else "contiguous")
-               for a in op.tensor_inputs}
-    last = op.tensor_inputs[-1].name
-    if layout == "broadcast" and op.shape.kind == "broadcast" and len(tensors) > 1:
-        tensors[last] = tensors[last][0].clone()  # (37,): stride 0 across rows
-    elif layout.endswith("column"):
-        tensors[last] = tensors[last][:, :1].clone()  # (rows, 1): stride 0 along them
-    elif layout == "row slices":
-        tensors = {k: v[:, 3:3 + shape[1]] for k, v in tensors.items()}
+
+    def inputs(dtype):
+        gen = torch.Generator().manual_seed(9)
+        tensors = {a.name: testing.make_tensor(op, a.name, (shape[0], shape[1] + 7) if layout == "row slices" else shape,
+                                               DTYPES[dtype], gen, "transposed" if layout == "transposed" else "contiguous")
+                   for a in op.tensor_inputs}
+        last = op.tensor_inputs[-1].name
+        if layout == "broadcast" and op.shape.kind == "broadcast" and len(tensors) > 1:
+            tensors[last] = tensors[last][0].clone()  # (37,): stride 0 across rows
+        elif layout.endswith("column"):
+            tensors[last] = tensors[last][:, :1].clone()  # (rows, 1): stride 0 along them
+        elif layout == "row slices":
+            tensors = {k: v[:, 3:3 + shape[1]] for k, v in tensors.items()}
+        return tensors
+
     attrs = testing.attribute_sets(op)[0]
-    outs, expected = _run(typed_api, op, tensors, attrs)
-    _assert_close(outs, expected, "float32", f"{op.name} {layout}")
-    if op.gradient is None:
+    for dtype in [d for d in ("float32", "bfloat16") if _supports(op, d)]:  # bfloat16: computed in float32, rounded once
+        outs, expected = _run(typed_api, op, inputs(dtype), attrs)
+        _assert_close(outs, expected, dtype, f"{op.name} {layout} {dtype}")
+    if op.gradient is None or not _supports(op, "float32"):
         return
+    tensors = inputs("float32")
     names = _differentiable(op)
     every = {}
     for wanted in ([names] if len(names) > 1 else []) + [[n] for n in names]:
