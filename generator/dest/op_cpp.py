@@ -29,13 +29,13 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
     scope = ctx.check_scope(op)
     bw = backward.plan(op)
     outs = [f"_{n}" for n in op.output_names]  # C++ variables of the outputs: _out, or _<name> for several
-    memory_bound = {k.name: k.memory_bound for k in pointwise.kernels(op)}
+    compiled = {k.name: k for k in pointwise.kernels(op)}
     kernels = [SimpleNamespace(name=op.name, attrs=attrs, outs=outs, inputs=[a.name for a in op.tensor_inputs],
-                               memory_bound=memory_bound[op.name], masked=False)]
+                               memory_bound=compiled[op.name].memory_bound, masked=compiled[op.name].masked)]
     bw_kernel_call = ""
     if bw is not None and bw.fused:
         kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.fused],
-                                       inputs=[*bw.grads, *bw.saved], memory_bound=memory_bound[bw.name], masked=bw.masked))
+                                       inputs=[*bw.grads, *bw.saved], memory_bound=compiled[bw.name].memory_bound, masked=compiled[bw.name].masked))
         bw_kernel_call = "".join(f", {a.passed}" for a in bw.kernel_attrs)
     text = render(
         TEMPLATE,

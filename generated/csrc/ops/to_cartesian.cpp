@@ -189,8 +189,8 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       );
     _contiguous.for_data(_dtype, grad_x.numel())(_dtype, grad_x.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr(), grad_x__given, grad_y__given);
   } else if (grad_x.numel() > 0) {
-    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else on CPU never written
-    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else on CPU never written
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_o0)
                      .add_output(_o1)
