@@ -84,6 +84,8 @@ KERNEL_CASES = [
     KernelCase("softplus", 1, lambda x: ops.softplus(x, beta=2.0),
                lambda x: torch.where(2.0 * x > 20.0, x, torch.log1p(torch.exp(2.0 * x)) / 2.0),
                lambda x: F.softplus(x, beta=2.0), lambda x, out: ops.softplus.out(x, beta=2.0, out=out)),
+    KernelCase("actnorm", 3, lambda x, b, s: ops.actnorm(x, b, s), lambda x, b, s: (x + b) * torch.exp(s),
+               into=lambda x, b, s, out: ops.actnorm.out(x, b, s, out=out)),
     KernelCase("sigmoid", 1, lambda x: ops.sigmoid(x), lambda x: 1 / (1 + torch.exp(-x)), torch.sigmoid,
                lambda x, out: ops.sigmoid.out(x, out=out)),
     KernelCase("isclose", 2, lambda a, b: ops.isclose(a, b, rtol=1e-5, atol=1e-8),

@@ -1,8 +1,10 @@
-"""Ops with several outputs or gradients on broadcast inputs, the way models call them: a bias of
-shape [C] added to activations of shape [N, C] (bias_gelu), polar coordinates from a column of
-radii and a row of angles (to_cartesian). These loops go through a TensorIterator (the inputs do
-not share one layout), row by row. Forward, and forward + backward with every gradient and with
-the first input's only, against eager autograd; interleaved rounds, medians.
+"""Ops on broadcast inputs, the way models call them: a bias of shape [C] added to activations of
+shape [N, C] (bias_gelu), polar coordinates from a column of radii and a row of angles
+(to_cartesian), a per-channel bias and log-scale (actnorm). These loops go through a
+TensorIterator (the inputs do not share one layout), row by row; to_cartesian's cos(theta) and
+sin(theta) and actnorm's exp(log_scale) are computed once per element of the small input first
+(hoisted). Forward, and forward + backward with every gradient and with the first input's only,
+against eager autograd; interleaved rounds, medians.
 
     .venv/bin/python benchmarks/broadcast.py     # about a minute
 """
@@ -33,6 +35,7 @@ def cases(n: int, c: int) -> dict[str, tuple]:
     return {
         f"bias_gelu x[{n},{c}] + bias[{c}]": (ops.bias_gelu, lambda x, b: gelu_tanh(x + b), (x, bias)),
         f"to_cartesian r[{n},1] theta[{c}]": (ops.to_cartesian, lambda r, t: (r * torch.cos(t), r * torch.sin(t)), (r, theta)),
+        f"actnorm x[{n},{c}], bias, log_scale[{c}]": (ops.actnorm, lambda x, b, s: (x + b) * torch.exp(s), (x, bias, bias * 0.1)),
     }
 
 

@@ -32,6 +32,7 @@ cases = [
     ("gelu(x.bfloat16())", opgen_ops.gelu(x.bfloat16()).float(), F.gelu(x.bfloat16().double(), approximate="tanh").bfloat16()),
     ("isclose(a, a + 1e-7)", opgen_ops.isclose(a, a + 1e-7).float(), torch.isclose(a, a + 1e-7).float()),
     ("to_cartesian(|x|, a)[1]  (2 outputs)", opgen_ops.to_cartesian(x.abs(), a)[1], x.abs() * torch.sin(a)),
+    ("actnorm(x, b, b / 4)", opgen_ops.actnorm(x, b, b / 4), (x + b) * torch.exp(b / 4)),
     # reductions, generated from map/combine/post
     ("sum_squares(x, [1])", opgen_ops.sum_squares(x, [1]), (x * x).sum(1)),
     ("l2_norm(x, [0], keepdim=True)", opgen_ops.l2_norm(x, [0], True), torch.linalg.vector_norm(x, dim=0, keepdim=True)),

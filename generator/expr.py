@@ -563,6 +563,29 @@ _CHILDREN = {
 }
 
 
+def children(e: Expr) -> tuple[Expr, ...]:
+    return tuple(_CHILDREN[type(e)](e))
+
+
+def _rebuilt(e: Expr, fn, **changes) -> Expr:
+    """``e`` with ``fn`` applied to each child (and ``changes`` to its other fields); ``e`` itself
+    when there is nothing to change (a leaf)."""
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        if isinstance(v, tuple):
+            changes[f.name] = tuple(fn(x) for x in v)
+        elif is_expr(v):
+            changes[f.name] = fn(v)
+    return dataclasses.replace(e, **changes) if changes else e
+
+
+def replaced(e: Expr, values: dict[Expr, Expr]) -> Expr:
+    """``e`` with every sub-expression equal to a key of ``values`` (columns aside) replaced by its value."""
+    if e in values:
+        return values[e]
+    return _rebuilt(e, lambda c: replaced(c, values))
+
+
 def reads_tensors(e: Expr, scope: Scope, memo: dict[int, bool]) -> bool:
     """Whether ``e`` reads a tensor's elements (else it is uniform: one value per call).
     Printers ask this of every sub-expression; a shared ``memo`` keeps that linear."""
@@ -582,14 +605,7 @@ def rename(e: Expr, names: dict[str, str]) -> Expr:
     """``e`` with the given names replaced by others, nothing else changed."""
     if type(e) is Name:
         return Name(names[e.id], e.col) if e.id in names else e
-    changes = {}
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, tuple):
-            changes[f.name] = tuple(rename(x, names) for x in v)
-        elif dataclasses.is_dataclass(v):
-            changes[f.name] = rename(v, names)
-    return dataclasses.replace(e, **changes)
+    return _rebuilt(e, lambda c: rename(c, names))
 
 
 def inline(e: Expr, values: dict[str, Expr], used: set[str]) -> Expr:
@@ -606,14 +622,7 @@ def inline(e: Expr, values: dict[str, Expr], used: set[str]) -> Expr:
     held = e.operand if type(e) is IsNone else e.obj if type(e) in (Index, Method) else None
     if held is not None and held.id in values:
         raise ExprError(held.col, _LET_MISUSE[type(e)].format(name=held.id))
-    changes = {}
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, tuple):
-            changes[f.name] = tuple(inline(x, values, used) for x in v)
-        elif is_expr(v):
-            changes[f.name] = inline(v, values, used)
-    return dataclasses.replace(e, **changes) if changes else e
+    return _rebuilt(e, lambda c: inline(c, values, used))
 
 
 _LET_MISUSE = {
@@ -624,14 +633,7 @@ _LET_MISUSE = {
 
 
 def _moved(e: Expr, col: int) -> Expr:
-    changes: dict[str, object] = {"col": col}
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, tuple):
-            changes[f.name] = tuple(_moved(x, col) for x in v)
-        elif is_expr(v):
-            changes[f.name] = _moved(v, col)
-    return dataclasses.replace(e, **changes)
+    return _rebuilt(e, lambda c: _moved(c, col), col=col)
 
 
 def softplus_argument(e: Expr) -> Expr | None:

@@ -26,7 +26,7 @@ from opgen import expr as E
 from opgen import testing
 from opgen.config import load_config
 from opgen.derivatives import fwd_over_rev_checkable
-from opgen.dest import backward
+from opgen.dest import backward, hoist
 from opgen.dest.autograd_cpp import node_name
 from opgen.library import load_library
 from opgen.model import OpSpec
@@ -435,6 +435,86 @@ def test_several_outputs_layouts(several, layout, typed_api):
             # summed over up to 1031 broadcast elements in float32
             torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4 * (1 + w.abs().max().item()),
                                        msg=lambda m: f"{op.name} {layout}: gradient of {n} (asked for {wanted})\n{m}")
+
+
+# Ops whose forward or fused backward has sub-expressions of some inputs that a call
+# broadcasting those inputs computes first, once per element of theirs (dest/hoist.py): by the
+# inputs each hoists from.
+HOISTING = [(op.name, reads) for op in _LIBRARY.ops if op.name in OPS and not _constrained(op) and op.shape.kind == "broadcast"
+            for reads in dict.fromkeys(h.reads for h in (hoist.forward(op), hoist.backward_kernel(op)) if h is not None)]
+
+
+@pytest.fixture(params=HOISTING or [pytest.param(None, marks=pytest.mark.skip(reason="no op hoists sub-expressions"))],
+                ids=lambda p: p and f"{p[0]}-{'+'.join(p[1])}")
+def hoisting(request) -> tuple[OpSpec, tuple[str, ...]]:
+    name, reads = request.param
+    return next(o for o in _LIBRARY.ops if o.name == name), reads
+
+
+@pytest.mark.parametrize("layout", ["row", "column", "strided row", "middle"])
+def test_hoisted_sub_expressions(hoisting, layout, typed_api):
+    """Inputs that hoisted sub-expressions read, broadcast over an output at least 4 times their
+    size and of 16384 elements or more (opgen::hoisted_shape): computed first (contiguous, or
+    through a TensorIterator when strided), then the loop reading them. Forward and gradients
+    against float64 and against the same call with those inputs expanded (the fused loops as
+    written); out= into a transposed buffer; each gradient alone the same bit for bit as all together."""
+    op, reads = hoisting
+    full, small = {"row": ((128, 160), (160,)), "column": ((128, 160), (128, 1)), "strided row": ((128, 160), (160,)),
+                   "middle": ((4, 64, 80), (4, 1, 80))}[layout]
+
+    def inputs(dtype):
+        gen = torch.Generator().manual_seed(11)
+        tensors = {a.name: testing.make_tensor(op, a.name, small if a.name in reads else full, DTYPES[dtype], gen,
+                                               "sliced" if layout == "strided row" and a.name in reads else "contiguous")
+                   for a in op.tensor_inputs}
+        assert (layout == "strided row") != all(tensors[n].is_contiguous() for n in reads)
+        return tensors
+
+    def expanded(tensors):
+        return {k: v.expand(full).contiguous() for k, v in tensors.items()}
+
+    # the same arithmetic but for where each value is rounded to the dtype
+    tols = {"float32": 2e-6, "float64": 1e-14, "bfloat16": 2e-2}
+    attrs = testing.attribute_sets(op)[0]
+    for dtype in [d for d in tols if _supports(op, d)]:
+        tensors, tol = inputs(dtype), tols[dtype]
+        outs, expected = _run(typed_api, op, tensors, attrs)
+        _assert_close(outs, expected, dtype, f"{op.name} {layout} {dtype}")
+        assert all(o.shape == full for o in outs)
+        fused, _ = _run(typed_api, op, expanded(tensors), attrs)
+        for o, f in zip(outs, fused):
+            torch.testing.assert_close(o, f, rtol=tol, atol=tol, msg=lambda m: f"{op.name} {layout} {dtype}: hoisted vs fused\n{m}")
+        if "out" in op.variants:  # into a transposed out= buffer (other loops: rounding may differ), and one resized from empty
+            args, kwargs = _call_args(op, tensors, attrs)
+            for out in (torch.empty(tuple(reversed(full)), dtype=DTYPES[dtype]).permute(*reversed(range(len(full)))),
+                        torch.empty(0, dtype=DTYPES[dtype])):
+                getattr(typed_api, op.name)(*args, **kwargs, out=out)
+                torch.testing.assert_close(out, outs[0], rtol=tol, atol=tol, msg=lambda m: f"{op.name} {layout} {dtype}: out=\n{m}")
+    if op.gradient is None or not _supports(op, "float32"):
+        return
+    tensors = inputs("float32")
+    names = _differentiable(op)
+
+    def gradients(api_or_ref, tensors, wanted, dtype=None):
+        leaves = {k: (v.detach() if dtype is None else v.detach().to(dtype)).requires_grad_(k in wanted) for k, v in tensors.items()}
+        args, kwargs = _call_args(op, leaves, attrs)
+        return torch.autograd.grad(_total(api_or_ref(*args, **kwargs)), [leaves[n] for n in wanted])
+
+    every = dict(zip(names, gradients(getattr(typed_api, op.name), tensors, names)))
+    want = dict(zip(names, gradients(testing.reference_fn(NAMESPACE, op), tensors, names, torch.float64)))
+    fused = dict(zip(names, gradients(getattr(typed_api, op.name), expanded(tensors), names)))
+    for n in names:
+        g, w = every[n], want[n]
+        assert g.shape == tensors[n].shape, f"{op.name} {layout}: gradient of {n} has shape {tuple(g.shape)}"
+        # summed over up to 128 broadcast elements in float32
+        torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4 * (1 + w.abs().max().item()),
+                                   msg=lambda m: f"{op.name} {layout}: gradient of {n}\n{m}")
+        torch.testing.assert_close(g, fused[n].sum_to_size(g.shape), rtol=1e-5, atol=1e-5 * (1 + w.abs().max().item()),
+                                   msg=lambda m: f"{op.name} {layout}: gradient of {n}, hoisted vs fused\n{m}")
+        if len(names) > 1:
+            (alone,) = gradients(getattr(typed_api, op.name), tensors, [n])
+            torch.testing.assert_close(alone, g, rtol=0, atol=0, equal_nan=True,
+                                       msg=lambda m: f"{op.name} {layout}: gradient of {n} alone differs from all together\n{m}")
 
 
 # ---- bad calls ------------------------------------------------------------------------------

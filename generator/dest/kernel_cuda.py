@@ -17,6 +17,6 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         text = render("csrc/kernels/reduction_cuda.cu.j2", op=op, ns=lib.namespace, x=r.x, code=r.code, fold=r.fold,
                       identity=r.identity, attrs=r.attrs)
         return GeneratedFile(f"csrc/kernels/{op.name}_cuda.cu", text, op.path)
-    text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=pointwise.kernels(op),
+    text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=[k for k in pointwise.kernels(op) if not k.cpu_only],
                   bool_output=op.kernel.bool_output)
     return GeneratedFile(f"csrc/kernels/{op.name}_cuda.cu", text, op.path)

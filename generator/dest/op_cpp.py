@@ -10,7 +10,7 @@ from ..api import cpp, cpp_expr
 from ..library import Library
 from ..model import OpSpec, ShapeRule
 from ..render import render
-from . import backward, custom, pointwise, reduction
+from . import backward, custom, hoist, pointwise, reduction
 from . import op_context as ctx
 from .files import GeneratedFile, Part
 
@@ -31,12 +31,24 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
     outs = [f"_{n}" for n in op.output_names]  # C++ variables of the outputs: _out, or _<name> for several
     compiled = {k.name: k for k in pointwise.kernels(op)}
     kernels = [SimpleNamespace(name=op.name, attrs=attrs, outs=outs, inputs=[a.name for a in op.tensor_inputs],
-                               memory_bound=compiled[op.name].memory_bound, masked=compiled[op.name].masked)]
+                               memory_bound=compiled[op.name].memory_bound, masked=compiled[op.name].masked, cpu_only=False)]
     bw_kernel_call = ""
     if bw is not None and bw.fused:
         kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.fused],
-                                       inputs=[*bw.grads, *bw.saved], memory_bound=compiled[bw.name].memory_bound, masked=compiled[bw.name].masked))
+                                       inputs=[*bw.grads, *bw.saved], memory_bound=compiled[bw.name].memory_bound, masked=compiled[bw.name].masked,
+                                       cpu_only=False))
         bw_kernel_call = "".join(f", {a.passed}" for a in bw.kernel_attrs)
+    hoisting = {}  # kernel name -> its hoisted values and the two kernels computing and reading them
+    for h in (hoist.forward(op), hoist.backward_kernel(op)):
+        if h is not None:
+            pair = [compiled[hoist.values_kernel(op, h)], compiled[f"{h.kernel}_from_hoisted"]]
+            outs_of = [list(h.names), outs if h.kernel == op.name else [f"_g{i}" for i in bw.fused]]
+            first, then = (SimpleNamespace(name=k.name, attrs=k.attrs, outs=o, inputs=k.code.params, memory_bound=k.memory_bound,
+                                           masked=k.masked, cpu_only=True, call="".join(f", {a.passed}" for a in k.attrs))
+                           for k, o in zip(pair, outs_of))
+            declared = {k.name for k in kernels}
+            kernels += [k for k in (first, then) if k.name not in declared]  # a values kernel shared with the forward: once
+            hoisting[h.kernel] = SimpleNamespace(plan=h, first=first, then=then)
     text = render(
         TEMPLATE,
         op=op,
@@ -65,6 +77,8 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
         bw=bw if bw is not None and bw.computed else None,  # the backward op, when there is one
         bw_kernel_call=bw_kernel_call,
         kernel_call=kernel_call,
+        hoist=hoisting.get(op.name),
+        bw_hoist=hoisting.get(bw.name) if bw is not None else None,
     )
     return GeneratedFile(f"csrc/ops/{op.name}.cpp", text, op.path)
 

@@ -1,5 +1,6 @@
-"""The pointwise kernels of an op, shared by the CPU and CUDA kernel emitters: its forward
-and, when it has a gradient that is not `grad` itself, the fused backward."""
+"""The pointwise kernels of an op, shared by the CPU and CUDA kernel emitters: its forward;
+when it has a gradient that is not `grad` itself, the fused backward; when sub-expressions of
+some of its inputs can be computed apart (hoist.py), the CPU's two passes for broadcast calls."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from dataclasses import dataclass
 from .. import expr as E
 from ..api import cpp_expr
 from ..model import OpSpec
-from . import backward
+from . import backward, hoist
 from . import op_context as ctx
 
 
@@ -25,6 +26,8 @@ class Kernel:
     # A fused backward returning several gradients: its flat loop skips outputs given as null
     # pointers (those output_mask did not ask for).
     masked: bool = False
+    # Compiled for CPUs only: a kernel in two passes, for calls whose inputs broadcast (hoist.py).
+    cpu_only: bool = False
 
 
 @functools.lru_cache(maxsize=1024)
@@ -39,4 +42,21 @@ def kernels(op: OpSpec) -> tuple[Kernel, ...]:
     code = backward.kernel_code(op, plan) if plan is not None else None
     if code is not None:
         out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series, masked=plan.masked))
+    if (h := hoist.forward(op)) is not None:
+        out += _hoisted(op, h, ctx.kernel_scope(op), out[0].attrs, masked=False)
+    if (h := hoist.backward_kernel(op)) is not None:
+        out += _hoisted(op, h, backward.scope(op), list(plan.kernel_attrs), masked=plan.masked)
     return tuple(out)
+
+
+def _hoisted(op: OpSpec, h: hoist.Hoist, scope: E.Scope, attrs: list[ctx.KernelAttr], masked: bool) -> list[Kernel]:
+    """The kernel computing the hoisted values (unless another computes the same), and the one
+    reading them (`attrs`: the kernel's own)."""
+    scope = scope.extended(dict.fromkeys(h.names, E.TENSOR))
+    code = cpp_expr.kernel_code(list(h.exprs) if len(h.exprs) > 1 else h.exprs[0], scope, list(h.inputs))
+    reading = Kernel(f"{h.kernel}_from_hoisted", code, attrs, memory_bound=not code.computes_series, masked=masked, cpu_only=True)
+    if hoist.values_kernel(op, h) != f"{h.kernel}_hoist":
+        return [reading]
+    values = cpp_expr.kernel_code(list(h.values) if len(h.values) > 1 else h.values[0], scope, list(h.reads))
+    used = set().union(*(E.names_in(v) for v in h.values))
+    return [Kernel(f"{h.kernel}_hoist", values, [a for a in attrs if a.name in used], cpu_only=True), reading]

@@ -11,6 +11,12 @@ void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
 void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
+void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
+void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr);
+void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -18,6 +24,12 @@ void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
 void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
+void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
+void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr);
+void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -26,6 +38,12 @@ void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
 void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
+void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
+void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
+void to_cartesian_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr);
+void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -82,6 +100,68 @@ void to_cartesian_compute(const at::Tensor& r, const at::Tensor& theta, const at
 #endif
       );
     _contiguous.for_data(_x.scalar_type(), _x.numel())(_x.scalar_type(), _x.numel(), _x.data_ptr(), _y.data_ptr(), r.const_data_ptr(), theta.const_data_ptr());
+    return;
+  }
+  if (const auto _hoisted_shape = _x.is_cpu() ? opgen::hoisted_shape(_x, { theta }, { r, theta }) : std::nullopt) {
+    // cos(theta), sin(theta) read only theta: on a CPU, when that is much smaller than
+    // the output (broadcast over it), computed once per element of it first, then the loop reads them.
+    const at::Tensor hoisted__0 = at::empty(*_hoisted_shape, _x.options());
+    const at::Tensor hoisted__1 = at::empty(*_hoisted_shape, _x.options());
+    if (opgen::same_dense_layout(hoisted__0, { theta })) {
+      static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_hoist_contiguous
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::to_cartesian_hoist_contiguous
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_hoist_contiguous){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_hoist_contiguous
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_hoist_contiguous){}
+#endif
+      );
+      _contiguous.for_data(_x.scalar_type(), hoisted__0.numel())(_x.scalar_type(), hoisted__0.numel(), hoisted__0.data_ptr(), hoisted__1.data_ptr(), theta.const_data_ptr());
+    } else {
+      auto _hoist_iter = at::TensorIteratorConfig()
+                            .add_output(hoisted__0)
+                            .add_output(hoisted__1)
+                            .add_const_input(theta)
+                            .build();
+      static const auto _hoist = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_hoist_kernel
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::to_cartesian_hoist_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_hoist_kernel){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_hoist_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_hoist_kernel){}
+#endif
+      );
+      _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter);
+    }
+    auto _iter = at::TensorIteratorConfig()
+                    .resize_outputs(false)
+                    .add_output(_x)
+                    .add_output(_y)
+                    .add_const_input(r)
+                    .add_const_input(hoisted__0)
+                    .add_const_input(hoisted__1)
+                    .build();
+    static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_from_hoisted_kernel
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::to_cartesian_from_hoisted_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_from_hoisted_kernel){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_from_hoisted_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_from_hoisted_kernel){}
+#endif
+      , /*avx512_in_cache=*/false);
+    _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -188,6 +268,70 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
 #endif
       );
     _contiguous.for_data(_dtype, grad_x.numel())(_dtype, grad_x.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad_x.const_data_ptr(), grad_y.const_data_ptr(), theta.const_data_ptr(), x.const_data_ptr(), y.const_data_ptr(), grad_x__given, grad_y__given);
+  } else if (const auto _hoisted_shape = grad_x.numel() > 0 && grad_x.is_cpu() ? opgen::hoisted_shape(_first, { theta }, { grad_x, grad_y, theta, x, y }) : std::nullopt) {
+    // cos(theta), sin(theta) read only theta: on a CPU, when that is much smaller than
+    // the output (broadcast over it), computed once per element of it first, then the loop reads them.
+    const at::Tensor hoisted__0 = at::empty(*_hoisted_shape, _first.options());
+    const at::Tensor hoisted__1 = at::empty(*_hoisted_shape, _first.options());
+    if (opgen::same_dense_layout(hoisted__0, { theta })) {
+      static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_hoist_contiguous
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::to_cartesian_hoist_contiguous
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_hoist_contiguous){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_hoist_contiguous
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_hoist_contiguous){}
+#endif
+      );
+      _contiguous.for_data(_first.scalar_type(), hoisted__0.numel())(_first.scalar_type(), hoisted__0.numel(), hoisted__0.data_ptr(), hoisted__1.data_ptr(), theta.const_data_ptr());
+    } else {
+      auto _hoist_iter = at::TensorIteratorConfig()
+                            .add_output(hoisted__0)
+                            .add_output(hoisted__1)
+                            .add_const_input(theta)
+                            .build();
+      static const auto _hoist = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_hoist_kernel
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::to_cartesian_hoist_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_hoist_kernel){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_hoist_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_hoist_kernel){}
+#endif
+      );
+      _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter);
+    }
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_o0)
+                     .add_output(_o1)
+                     .add_const_input(grad_x)
+                     .add_const_input(grad_y)
+                     .add_const_input(x)
+                     .add_const_input(y)
+                     .add_const_input(hoisted__0)
+                     .add_const_input(hoisted__1)
+                     .build();
+    static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_from_hoisted_kernel
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::to_cartesian_backward_from_hoisted_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_from_hoisted_kernel){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_backward_from_hoisted_kernel
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_from_hoisted_kernel){}
+#endif
+      , /*avx512_in_cache=*/false);
+    _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, grad_x__given, grad_y__given);
   } else if (grad_x.numel() > 0) {
     const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take

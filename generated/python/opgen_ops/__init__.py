@@ -13,6 +13,7 @@ load_library()
 from ._ops import (
     return_types,
     abs_max,
+    actnorm,
     add,
     add_,
     add_n,
@@ -41,6 +42,7 @@ __all__ = [
     "ops",
     "return_types",
     'abs_max',
+    'actnorm',
     'add',
     'add_',
     'add_n',

@@ -31,6 +31,13 @@ def abs_max(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Option
     """
     ...
 
+def actnorm(x: Tensor, bias: Tensor, log_scale: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
+    """Glow's activation normalization, `(x + bias) * exp(log_scale)`: a per-channel affine map whose scale is learned as its logarithm (so it stays positive). With `bias` and `log_scale` of one value per channel, broadcast over the activations, `exp(log_scale)` is computed once per channel, in the forward and in the backward, not once per element.
+
+    Schema: ``actnorm(Tensor x, Tensor bias, Tensor log_scale) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    ...
+
 def add(a: Tensor, b: Tensor, *, alpha: float = 1.0, out: Optional[Tensor] = None) -> Tensor:
     """`a + alpha * b` with broadcasting, like `torch.add(a, b, alpha=alpha)`.
 

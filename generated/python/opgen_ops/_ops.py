@@ -61,6 +61,24 @@ def abs_max(x: Tensor, dim: Sequence[int], keepdim: bool = False, *, out: Option
     return out
 
 
+# actnorm: specs/actnorm.yaml
+_actnorm__default = _ns.actnorm.default
+_actnorm__default_eager = _eager(_actnorm__default)
+_actnorm__out = _ns.actnorm.out
+_actnorm__out_eager = _eager(_actnorm__out)
+
+
+def actnorm(x: Tensor, bias: Tensor, log_scale: Tensor, *, out: Optional[Tensor] = None) -> Tensor:
+    """Glow's activation normalization, `(x + bias) * exp(log_scale)`: a per-channel affine map whose scale is learned as its logarithm (so it stays positive). With `bias` and `log_scale` of one value per channel, broadcast over the activations, `exp(log_scale)` is computed once per channel, in the forward and in the backward, not once per element.
+
+    Schema: ``actnorm(Tensor x, Tensor bias, Tensor log_scale) -> Tensor``. With ``out=``, writes into that tensor (resized if needed).
+    """
+    if out is None:
+        return (_actnorm__default if _compiling() else _actnorm__default_eager)(x, bias, log_scale)  # type: ignore[no-any-return]
+    (_actnorm__out if _compiling() else _actnorm__out_eager)(x, bias, log_scale, out=out)
+    return out
+
+
 # add: specs/add.yaml
 _add__default = _ns.add.default
 _add__default_eager = _eager(_add__default)

@@ -21,6 +21,11 @@ def abs_max_reference(x: torch.Tensor, dim: Sequence[int], keepdim: bool = False
     return _extreme(torch.abs(x), _reduce_dims(x, dim), keepdim, True, 0.0)
 
 
+# actnorm: specs/actnorm.yaml; the kernel expression evaluated with torch
+def actnorm_reference(x: torch.Tensor, bias: torch.Tensor, log_scale: torch.Tensor):  # noqa: ARG001
+    return ((x + bias) * torch.exp(log_scale))
+
+
 # add: specs/add.yaml; the spec's reference expression
 def add_reference(a: torch.Tensor, b: torch.Tensor, *, alpha: float = 1.0):  # noqa: ARG001
     return torch.add(a, b, alpha=alpha)

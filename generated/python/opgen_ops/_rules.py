@@ -23,14 +23,14 @@ import torch
 
 NAMESPACE = 'opgen_ops'
 # op -> number of outputs
-OPS = {'add': 1, 'add_n': 1, 'bias_gelu': 1, 'clamp': 1, 'gelu': 1, 'isclose': 1, 'relu': 1, 'sigmoid': 1, 'softplus': 1, 'to_cartesian': 2, 'weighted_sum': 1}
+OPS = {'actnorm': 1, 'add': 1, 'add_n': 1, 'bias_gelu': 1, 'clamp': 1, 'gelu': 1, 'isclose': 1, 'relu': 1, 'sigmoid': 1, 'softplus': 1, 'to_cartesian': 2, 'weighted_sum': 1}
 # the in-place variants of those ops
 INPLACE = ['add_', 'relu_']
 # <op>_backward: number of gradients it returns (its last arguments are their input shapes, then
 # with several, output_mask)
-BACKWARDS = {'add_backward': 1, 'bias_gelu_backward': 2, 'clamp_backward': 1, 'gelu_backward': 1, 'relu_backward': 1, 'sigmoid_backward': 1, 'softplus_backward': 1, 'to_cartesian_backward': 2, 'weighted_sum_backward': 1}
+BACKWARDS = {'actnorm_backward': 3, 'add_backward': 1, 'bias_gelu_backward': 2, 'clamp_backward': 1, 'gelu_backward': 1, 'relu_backward': 1, 'sigmoid_backward': 1, 'softplus_backward': 1, 'to_cartesian_backward': 2, 'weighted_sum_backward': 1}
 # the ops that get a sharding rule: those without a Tensor[] argument, which DTensor's rules cannot place
-SHARDED = ['add', 'bias_gelu', 'clamp', 'gelu', 'isclose', 'relu', 'sigmoid', 'softplus', 'to_cartesian', 'weighted_sum']
+SHARDED = ['actnorm', 'add', 'bias_gelu', 'clamp', 'gelu', 'isclose', 'relu', 'sigmoid', 'softplus', 'to_cartesian', 'weighted_sum']
 
 
 def _to_front(t: torch.Tensor, bdim: int | None, rank: int) -> torch.Tensor:

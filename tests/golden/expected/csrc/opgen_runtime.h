@@ -504,6 +504,34 @@ inline bool same_dense_layout(const at::Tensor& out,
   return same_dense_layout(out, inputs, out.scalar_type());
 }
 
+// The broadcast shape of `group`, the inputs an op's hoisted sub-expressions read (the
+// generator's dest/hoist.py), when computing those once per element of that shape before the
+// loop over `out` saves work: `out` has at least 16384 elements and 4 times the group's, and no
+// input needs promoting (temporaries of out's dtype hold what the fused loop computes, rounded
+// to half or bfloat16 as eager's intermediates are). Else nullopt: the fused loop as written.
+inline std::optional<at::DimVector> hoisted_shape(const at::Tensor& out,
+                                                  std::initializer_list<std::reference_wrapper<const at::Tensor>> group,
+                                                  std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  constexpr int64_t kMinOutput = 16384;
+  constexpr int64_t kRatio = 4;
+  if (out.numel() < kMinOutput) {
+    return std::nullopt;
+  }
+  for (const at::Tensor& t : inputs) {
+    if (t.scalar_type() != out.scalar_type()) {
+      return std::nullopt;
+    }
+  }
+  at::DimVector shape;
+  for (const at::Tensor& t : group) {
+    shape = at::infer_size_dimvector(shape, t.sizes());
+  }
+  if (c10::multiply_integers(shape) * kRatio > out.numel()) {
+    return std::nullopt;
+  }
+  return shape;
+}
+
 // ---- reductions
 
 using DimMask = at::TensorIteratorBase::DimMask;

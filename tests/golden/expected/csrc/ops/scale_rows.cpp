@@ -11,6 +11,14 @@ void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t pow
 void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
 void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
+void scale_rows_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
+void scale_rows_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _scale_ptr, int64_t power);
+void scale_rows_from_hoisted_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _hoisted__0_ptr, double offset, int64_t power);
+void scale_rows_backward_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
+void scale_rows_backward_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _scale_ptr, int64_t power);
+void scale_rows_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
+void scale_rows_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, double offset, int64_t power);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -18,6 +26,14 @@ void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t pow
 void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
 void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
+void scale_rows_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
+void scale_rows_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _scale_ptr, int64_t power);
+void scale_rows_from_hoisted_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _hoisted__0_ptr, double offset, int64_t power);
+void scale_rows_backward_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
+void scale_rows_backward_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _scale_ptr, int64_t power);
+void scale_rows_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
+void scale_rows_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, double offset, int64_t power);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -26,6 +42,14 @@ void scale_rows_kernel(at::TensorIteratorBase& _iter, double offset, int64_t pow
 void scale_rows_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
 void scale_rows_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
 void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _scale_ptr, double offset, int64_t power);
+void scale_rows_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
+void scale_rows_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _scale_ptr, int64_t power);
+void scale_rows_from_hoisted_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
+void scale_rows_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _hoisted__0_ptr, double offset, int64_t power);
+void scale_rows_backward_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
+void scale_rows_backward_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _scale_ptr, int64_t power);
+void scale_rows_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
+void scale_rows_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, double offset, int64_t power);
 }  // namespace AVX512
 #endif
 }  // namespace golden::cpu
@@ -103,6 +127,64 @@ void scale_rows_compute(const at::Tensor& x, const at::Tensor& scale, const at::
 #endif
       );
     _contiguous.for_data(_out.scalar_type(), _out.numel())(_out.scalar_type(), _out.numel(), _out.data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
+    return;
+  }
+  if (const auto _hoisted_shape = _out.is_cpu() ? opgen::hoisted_shape(_out, { scale }, { x, scale }) : std::nullopt) {
+    // scale ** power reads only scale: on a CPU, when that is much smaller than
+    // the output (broadcast over it), computed once per element of it first, then the loop reads it.
+    const at::Tensor hoisted__0 = at::empty(*_hoisted_shape, _out.options());
+    if (opgen::same_dense_layout(hoisted__0, { scale })) {
+      static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_hoist_contiguous
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::scale_rows_hoist_contiguous
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_hoist_contiguous){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_hoist_contiguous
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_hoist_contiguous){}
+#endif
+      );
+      _contiguous.for_data(_out.scalar_type(), hoisted__0.numel())(_out.scalar_type(), hoisted__0.numel(), hoisted__0.data_ptr(), scale.const_data_ptr(), power);
+    } else {
+      auto _hoist_iter = at::TensorIteratorConfig()
+                            .add_output(hoisted__0)
+                            .add_const_input(scale)
+                            .build();
+      static const auto _hoist = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_hoist_kernel
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::scale_rows_hoist_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_hoist_kernel){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_hoist_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_hoist_kernel){}
+#endif
+      );
+      _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter, power);
+    }
+    auto _iter = at::TensorIteratorConfig()
+                    .resize_outputs(false)
+                    .add_output(_out)
+                    .add_const_input(x)
+                    .add_const_input(hoisted__0)
+                    .build();
+    static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_from_hoisted_kernel
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::scale_rows_from_hoisted_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_from_hoisted_kernel){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_from_hoisted_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_from_hoisted_kernel){}
+#endif
+      , /*avx512_in_cache=*/false);
+    _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, offset.toDouble(), power);
     return;
   }
   // resize_outputs(false): `_out` already has the shape rule's shape, which may be larger than
@@ -215,6 +297,68 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
 #endif
       );
     _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), scale.const_data_ptr(), offset.toDouble(), power);
+  } else if (const auto _hoisted_shape = grad.numel() > 0 && grad.is_cpu() ? opgen::hoisted_shape(_first, { scale }, { grad, x, scale }) : std::nullopt) {
+    // scale ** power, where(power == 0, 0, power * scale ** (power - 1)) read only scale: on a CPU, when that is much smaller than
+    // the output (broadcast over it), computed once per element of it first, then the loop reads them.
+    const at::Tensor hoisted__0 = at::empty(*_hoisted_shape, _first.options());
+    const at::Tensor hoisted__1 = at::empty(*_hoisted_shape, _first.options());
+    if (opgen::same_dense_layout(hoisted__0, { scale })) {
+      static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_backward_hoist_contiguous
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::scale_rows_backward_hoist_contiguous
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_backward_hoist_contiguous){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_backward_hoist_contiguous
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_backward_hoist_contiguous){}
+#endif
+      );
+      _contiguous.for_data(_first.scalar_type(), hoisted__0.numel())(_first.scalar_type(), hoisted__0.numel(), hoisted__0.data_ptr(), hoisted__1.data_ptr(), scale.const_data_ptr(), power);
+    } else {
+      auto _hoist_iter = at::TensorIteratorConfig()
+                            .add_output(hoisted__0)
+                            .add_output(hoisted__1)
+                            .add_const_input(scale)
+                            .build();
+      static const auto _hoist = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_backward_hoist_kernel
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::scale_rows_backward_hoist_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_backward_hoist_kernel){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_backward_hoist_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_backward_hoist_kernel){}
+#endif
+      );
+      _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter, power);
+    }
+    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
+    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take
+    auto _iter = at::TensorIteratorConfig()
+                     .add_output(_o0)
+                     .add_output(_o1)
+                     .add_const_input(grad)
+                     .add_const_input(x)
+                     .add_const_input(hoisted__0)
+                     .add_const_input(hoisted__1)
+                     .build();
+    static const auto _kernel = opgen::pick_cpu_kernel(&cpu::DEFAULT::scale_rows_backward_from_hoisted_kernel
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::scale_rows_backward_from_hoisted_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_backward_from_hoisted_kernel){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::scale_rows_backward_from_hoisted_kernel
+#else
+      , decltype(&cpu::DEFAULT::scale_rows_backward_from_hoisted_kernel){}
+#endif
+      , /*avx512_in_cache=*/false);
+    _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, offset.toDouble(), power);
   } else if (grad.numel() > 0) {
     const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take
