@@ -28,6 +28,9 @@ class Kernel:
     masked: bool = False
     # Compiled for CPUs only: a kernel in two passes, for calls whose inputs broadcast (hoist.py).
     cpu_only: bool = False
+    # Called as a flat loop over same-shape inputs (`<name>_contiguous`), not only through a
+    # TensorIterator; a loop reading hoisted values never is (they are smaller than its output).
+    flat: bool = True
 
 
 @functools.lru_cache(maxsize=1024)
@@ -54,7 +57,8 @@ def _hoisted(op: OpSpec, h: hoist.Hoist, scope: E.Scope, attrs: list[ctx.KernelA
     reading them (`attrs`: the kernel's own)."""
     scope = scope.extended(dict.fromkeys(h.names, E.TENSOR))
     code = cpp_expr.kernel_code(list(h.exprs) if len(h.exprs) > 1 else h.exprs[0], scope, list(h.inputs))
-    reading = Kernel(f"{h.kernel}_from_hoisted", code, attrs, memory_bound=not code.computes_series, masked=masked, cpu_only=True)
+    reading = Kernel(f"{h.kernel}_from_hoisted", code, attrs, memory_bound=not code.computes_series, masked=masked,
+                     cpu_only=True, flat=False)
     if hoist.values_kernel(op, h) != f"{h.kernel}_hoist":
         return [reading]
     values = cpp_expr.kernel_code(list(h.values) if len(h.values) > 1 else h.values[0], scope, list(h.reads))

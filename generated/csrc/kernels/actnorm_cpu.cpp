@@ -776,22 +776,6 @@ void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter) {
   }
 }
 
-
-void actnorm_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr) {
-  switch (_dtype) {
-    case at::ScalarType::Float:
-      return actnorm_from_hoisted_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), static_cast<const float*>(_hoisted__0_ptr));
-    case at::ScalarType::Double:
-      return actnorm_from_hoisted_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), static_cast<const double*>(_hoisted__0_ptr));
-    case at::ScalarType::Half:
-      return actnorm_from_hoisted_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_bias_ptr), static_cast<const at::Half*>(_hoisted__0_ptr));
-    case at::ScalarType::BFloat16:
-      return actnorm_from_hoisted_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_bias_ptr), static_cast<const at::BFloat16*>(_hoisted__0_ptr));
-    default:
-      TORCH_CHECK_TYPE(false, "opgen_ops.actnorm_from_hoisted", "(): no CPU kernel for dtype ", _dtype);
-  }
-}
-
 void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -804,22 +788,6 @@ void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::ar
       return actnorm_backward_from_hoisted_loop<at::BFloat16>(_iter, _store);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.actnorm_backward_from_hoisted", "(): no CPU kernel for dtype ", _iter.common_dtype());
-  }
-}
-
-
-void actnorm_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, void* _out2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr) {
-  switch (_dtype) {
-    case at::ScalarType::Float:
-      return actnorm_backward_from_hoisted_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<float*>(_out2), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), static_cast<const float*>(_hoisted__0_ptr));
-    case at::ScalarType::Double:
-      return actnorm_backward_from_hoisted_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<double*>(_out2), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), static_cast<const double*>(_hoisted__0_ptr));
-    case at::ScalarType::Half:
-      return actnorm_backward_from_hoisted_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<at::Half*>(_out2), static_cast<const at::Half*>(_grad_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_bias_ptr), static_cast<const at::Half*>(_hoisted__0_ptr));
-    case at::ScalarType::BFloat16:
-      return actnorm_backward_from_hoisted_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<at::BFloat16*>(_out2), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_bias_ptr), static_cast<const at::BFloat16*>(_hoisted__0_ptr));
-    default:
-      TORCH_CHECK_TYPE(false, "opgen_ops.actnorm_backward_from_hoisted", "(): no CPU kernel for dtype ", _dtype);
   }
 }
 

@@ -888,22 +888,6 @@ void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter) {
   }
 }
 
-
-void to_cartesian_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _r_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr) {
-  switch (_dtype) {
-    case at::ScalarType::Float:
-      return to_cartesian_from_hoisted_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_r_ptr), static_cast<const float*>(_hoisted__0_ptr), static_cast<const float*>(_hoisted__1_ptr));
-    case at::ScalarType::Double:
-      return to_cartesian_from_hoisted_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_r_ptr), static_cast<const double*>(_hoisted__0_ptr), static_cast<const double*>(_hoisted__1_ptr));
-    case at::ScalarType::Half:
-      return to_cartesian_from_hoisted_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<const at::Half*>(_r_ptr), static_cast<const at::Half*>(_hoisted__0_ptr), static_cast<const at::Half*>(_hoisted__1_ptr));
-    case at::ScalarType::BFloat16:
-      return to_cartesian_from_hoisted_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<const at::BFloat16*>(_r_ptr), static_cast<const at::BFloat16*>(_hoisted__0_ptr), static_cast<const at::BFloat16*>(_hoisted__1_ptr));
-    default:
-      TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_from_hoisted", "(): no CPU kernel for dtype ", _dtype);
-  }
-}
-
 void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -916,22 +900,6 @@ void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, st
       return to_cartesian_backward_from_hoisted_loop<at::BFloat16>(_iter, _store, grad_x__given, grad_y__given);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward_from_hoisted", "(): no CPU kernel for dtype ", _iter.common_dtype());
-  }
-}
-
-
-void to_cartesian_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given) {
-  switch (_dtype) {
-    case at::ScalarType::Float:
-      return to_cartesian_backward_from_hoisted_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_grad_x_ptr), static_cast<const float*>(_grad_y_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_y_ptr), static_cast<const float*>(_hoisted__0_ptr), static_cast<const float*>(_hoisted__1_ptr), grad_x__given, grad_y__given);
-    case at::ScalarType::Double:
-      return to_cartesian_backward_from_hoisted_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_grad_x_ptr), static_cast<const double*>(_grad_y_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_y_ptr), static_cast<const double*>(_hoisted__0_ptr), static_cast<const double*>(_hoisted__1_ptr), grad_x__given, grad_y__given);
-    case at::ScalarType::Half:
-      return to_cartesian_backward_from_hoisted_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<const at::Half*>(_grad_x_ptr), static_cast<const at::Half*>(_grad_y_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_y_ptr), static_cast<const at::Half*>(_hoisted__0_ptr), static_cast<const at::Half*>(_hoisted__1_ptr), grad_x__given, grad_y__given);
-    case at::ScalarType::BFloat16:
-      return to_cartesian_backward_from_hoisted_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<const at::BFloat16*>(_grad_x_ptr), static_cast<const at::BFloat16*>(_grad_y_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_y_ptr), static_cast<const at::BFloat16*>(_hoisted__0_ptr), static_cast<const at::BFloat16*>(_hoisted__1_ptr), grad_x__given, grad_y__given);
-    default:
-      TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward_from_hoisted", "(): no CPU kernel for dtype ", _dtype);
   }
 }
 

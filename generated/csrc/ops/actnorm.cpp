@@ -14,9 +14,7 @@ void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, v
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void actnorm_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
-void actnorm_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -27,9 +25,7 @@ void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, v
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void actnorm_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
-void actnorm_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -41,9 +37,7 @@ void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, v
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void actnorm_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
-void actnorm_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu

@@ -14,9 +14,7 @@ void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
 void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
 void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr);
 void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
-void to_cartesian_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -27,9 +25,7 @@ void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
 void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
 void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr);
 void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
-void to_cartesian_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -41,9 +37,7 @@ void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
 void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
 void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void to_cartesian_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr);
 void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
-void to_cartesian_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu

@@ -840,18 +840,6 @@ void scale_rows_from_hoisted_kernel(at::TensorIteratorBase& _iter, double offset
   }
 }
 
-
-void scale_rows_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _hoisted__0_ptr, double offset, int64_t power) {
-  switch (_dtype) {
-    case at::ScalarType::Float:
-      return scale_rows_from_hoisted_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_x_ptr), static_cast<const float*>(_hoisted__0_ptr), offset, power);
-    case at::ScalarType::Double:
-      return scale_rows_from_hoisted_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_x_ptr), static_cast<const double*>(_hoisted__0_ptr), offset, power);
-    default:
-      TORCH_CHECK_TYPE(false, "golden.scale_rows_from_hoisted", "(): no CPU kernel for dtype ", _dtype);
-  }
-}
-
 void scale_rows_backward_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -883,18 +871,6 @@ void scale_rows_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std:
       return scale_rows_backward_from_hoisted_loop<double>(_iter, _store, offset, power);
     default:
       TORCH_CHECK_TYPE(false, "golden.scale_rows_backward_from_hoisted", "(): no CPU kernel for dtype ", _iter.common_dtype());
-  }
-}
-
-
-void scale_rows_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _grad_ptr, const void* _x_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, double offset, int64_t power) {
-  switch (_dtype) {
-    case at::ScalarType::Float:
-      return scale_rows_backward_from_hoisted_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_hoisted__0_ptr), static_cast<const float*>(_hoisted__1_ptr), offset, power);
-    case at::ScalarType::Double:
-      return scale_rows_backward_from_hoisted_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_hoisted__0_ptr), static_cast<const double*>(_hoisted__1_ptr), offset, power);
-    default:
-      TORCH_CHECK_TYPE(false, "golden.scale_rows_backward_from_hoisted", "(): no CPU kernel for dtype ", _dtype);
   }
 }
 

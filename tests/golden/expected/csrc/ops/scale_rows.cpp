@@ -14,11 +14,9 @@ void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0
 void scale_rows_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
 void scale_rows_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _scale_ptr, int64_t power);
 void scale_rows_from_hoisted_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
-void scale_rows_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _hoisted__0_ptr, double offset, int64_t power);
 void scale_rows_backward_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
 void scale_rows_backward_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _scale_ptr, int64_t power);
 void scale_rows_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
-void scale_rows_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, double offset, int64_t power);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -29,11 +27,9 @@ void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0
 void scale_rows_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
 void scale_rows_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _scale_ptr, int64_t power);
 void scale_rows_from_hoisted_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
-void scale_rows_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _hoisted__0_ptr, double offset, int64_t power);
 void scale_rows_backward_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
 void scale_rows_backward_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _scale_ptr, int64_t power);
 void scale_rows_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
-void scale_rows_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, double offset, int64_t power);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -45,11 +41,9 @@ void scale_rows_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0
 void scale_rows_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
 void scale_rows_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _scale_ptr, int64_t power);
 void scale_rows_from_hoisted_kernel(at::TensorIteratorBase& _iter, double offset, int64_t power);
-void scale_rows_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _hoisted__0_ptr, double offset, int64_t power);
 void scale_rows_backward_hoist_kernel(at::TensorIteratorBase& _iter, int64_t power);
 void scale_rows_backward_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _scale_ptr, int64_t power);
 void scale_rows_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double offset, int64_t power);
-void scale_rows_backward_from_hoisted_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, double offset, int64_t power);
 }  // namespace AVX512
 #endif
 }  // namespace golden::cpu
