@@ -127,6 +127,16 @@ def _is_condition(e: E.Expr) -> bool:
             or (isinstance(e, E.Call) and e.fn == "isfinite"))
 
 
+def _tests_none(c: E.Expr, x: str) -> bool | None:
+    """Whether ``c`` holds when ``x`` (a Tensor? input) is given: False for `x is None`, True for
+    `x is not None`; None for any other condition."""
+    if isinstance(c, E.IsNone) and c.operand.id == x:
+        return False
+    if isinstance(c, E.Unary) and c.op == "not" and isinstance(c.operand, E.IsNone) and c.operand.operand.id == x:
+        return True
+    return None
+
+
 def _power(a: E.Expr, b: E.Expr, da: E.Expr, db: E.Expr) -> E.Expr:
     """d(a ** b) with torch's conventions at a zero base, where the calculus is 0 * inf: the
     base's term is 0 where b == 0, the exponent's where a == 0 and b >= 0 (torch's
@@ -221,6 +231,10 @@ def _call(e: E.Call, x: str) -> E.Expr:
         above = ZERO if _is(d[2], 0) else where(E.BoolOp("or", (E.Compare(">", v, hi), E.Compare("<", hi, lo))), d[2], ZERO)
         return add(add(inside, below), above)
     if fn == "where":
+        # x's gradient exists only where x is given: `where(x is None, ...)` is its second branch
+        given = _tests_none(args[0], x)
+        if given is not None:
+            return d[1] if given else d[2]
         return where(args[0], d[1], d[2])
     if fn == "pow":
         return _power(args[0], args[1], d[0], d[1])

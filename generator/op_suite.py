@@ -208,6 +208,43 @@ def test_outputs_and_gradients_keep_a_dense_layout(op, layout, typed_api):
         assert g.stride() == strides, f"{op.name} {layout}: the gradient of '{name}' has strides {g.stride()}"
 
 
+def test_broadcast_inputs_beside_a_dense_layout(op, built_ops, typed_api):
+    """The first input and the incoming gradients channels_last, the other inputs one value per
+    channel of the last dim (a bias, a log-scale): the output and the first input's gradient keep
+    the layout, the others' gradients are contiguous, as the Meta kernels say (opcheck), also where
+    two inputs' gradients share one formula and so one buffer (bias_gelu's x and bias)."""
+    if _constrained(op) or op.shape.kind != "broadcast" or len(op.tensor_inputs) < 2:
+        pytest.skip(f"{op.name}: no broadcast of several inputs")
+    gen = torch.Generator().manual_seed(12)
+    attrs = testing.attribute_sets(op)[0]
+    dtype = _float_dtype(op)
+    first = op.tensor_inputs[0].name
+    tensors = {a.name: testing.make_tensor(op, a.name, (2, 3, 4, 5) if a.name == first else (5,), DTYPES[dtype], gen)
+               for a in op.tensor_inputs}
+    tensors[first] = tensors[first].contiguous(memory_format=torch.channels_last)
+    strides = tensors[first].stride()
+    outs, expected = _run(typed_api, op, tensors, attrs)
+    assert [o.stride() for o in outs] == [strides] * len(outs), f"{op.name}: output strides"
+    _assert_close(outs, expected, dtype, f"{op.name} channels_last with broadcast inputs")
+    if op.gradient is None:
+        return
+    names = _differentiable(op)
+    leaves = {n: t.detach().requires_grad_(n in names) for n, t in tensors.items()}
+    args, kwargs = _call_args(op, leaves, attrs)
+    outs = _outs(getattr(typed_api, op.name)(*args, **kwargs))
+    incoming = [torch.randn(o.shape, generator=gen, dtype=o.dtype).contiguous(memory_format=torch.channels_last) for o in outs]
+    grads = torch.autograd.grad(outs, [leaves[n] for n in names], incoming)
+    leaves64 = {k: v.detach().double().requires_grad_(k in names) for k, v in tensors.items()}
+    args64, kwargs64 = _call_args(op, leaves64, attrs)
+    want = torch.autograd.grad(_outs(testing.reference_fn(NAMESPACE, op)(*args64, **kwargs64)), [leaves64[n] for n in names],
+                               [g.double() for g in incoming])
+    for n, g, w in zip(names, grads, want):
+        assert g.stride() == (strides if n == first else (1,)), f"{op.name}: the gradient of '{n}' has strides {g.stride()}"
+        torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4 * (1 + w.abs().max().item()),
+                                   msg=lambda m: f"{op.name}: gradient of {n}\n{m}")
+    torch.library.opcheck(getattr(built_ops, op.name).default, args, kwargs)
+
+
 def test_every_attribute_set(op, typed_api):
     gen = torch.Generator().manual_seed(2)
     for attrs in testing.attribute_sets(op, limit=12):

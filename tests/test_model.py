@@ -190,6 +190,38 @@ def test_zero_gradient_formula():
     assert plan.zeros == ("a",) and plan.differentiated == ("b",) and plan.fused == () and plan.computed == ()
 
 
+def test_gradient_of_an_optional_input_reads_its_given_branch():
+    """The gradient of a Tensor? input exists only where it is given: d/db of `where(b is None, ...)`
+    is the second branch's, so bias_gelu's formulas for x and bias are the same."""
+    from opgen.derivatives import derivative
+    from opgen.dest import backward
+
+    def d(text, x):
+        return E.unparse(derivative(E.parse_expr(text), x))
+
+    assert d("where(b is None, a, a * b)", "b") == "a"
+    assert d("where(not (b is None), a * b, a)", "b") == "a"
+    assert d("where(b is None, a, a * b)", "a") == "where(b is None, 1, b)"  # a's gradient exists either way
+    plan = backward.plan(OpSpec.parse(load_spec_source("specs/bias_gelu.yaml", (ROOT / "specs" / "bias_gelu.yaml").read_bytes())))
+    assert plan.formulas[0] == plan.formulas[1]
+
+
+def test_inputs_with_the_same_gradient_formula_share_one_kernel_output():
+    """bias_gelu's x and bias, actnorm's x and bias: one buffer, the second summed from it; the
+    kernel stores per buffer whether one of its inputs was asked for."""
+    from opgen.dest import backward
+
+    def plan(name):
+        return backward.plan(OpSpec.parse(load_spec_source(f"specs/{name}.yaml", (ROOT / "specs" / f"{name}.yaml").read_bytes())))
+
+    bias_gelu, actnorm, to_cartesian = plan("bias_gelu"), plan("actnorm"), plan("to_cartesian")
+    assert bias_gelu.fused == (0, 1) and bias_gelu.kernel_outputs == (0,) and bias_gelu.sharing(0) == (0, 1)
+    assert bias_gelu.masked and not bias_gelu.kernel_masked and len(bias_gelu.kernel_formulas) == 1
+    assert actnorm.kernel_outputs == (0, 2) and [actnorm.buffer(k) for k in range(3)] == [0, 0, 2]
+    assert actnorm.store_mask == "std::array<bool, 2>{output_mask[0] || output_mask[1], output_mask[2]}"
+    assert to_cartesian.kernel_outputs == to_cartesian.fused and to_cartesian.store_mask == "output_mask"
+
+
 STE = GOOD.replace("pointwise: weight * a + b", "pointwise: weight * round(a) + b") + """\
 reference: weight * (a + (torch.round(a) - a).detach()) + b
 test:

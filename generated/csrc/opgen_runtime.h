@@ -447,6 +447,24 @@ inline at::Tensor new_gradient_buffer(c10::SymIntArrayRef full, c10::SymIntArray
                                       std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
   return full.equals(shape) ? new_output(full, options, inputs) : new_output(full, options);
 }
+// One buffer for the gradients of several inputs whose formulas are the same (bias_gelu's x and
+// bias): laid out as the gradient of an input of the full shape, when one is (that gradient is
+// the buffer itself); the others are summed from it by shared_gradient.
+inline at::Tensor new_gradient_buffer(c10::SymIntArrayRef full, std::initializer_list<c10::SymDimVector> shapes,
+                                      const at::TensorOptions& options,
+                                      std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
+  for (const c10::SymDimVector& shape : shapes) {
+    if (full.equals(shape)) {
+      return new_output(full, options, inputs);
+    }
+  }
+  return new_output(full, options);
+}
+inline at::Tensor shared_gradient(const at::Tensor& buffer, c10::SymIntArrayRef shape) {
+  at::Tensor g = at::sum_to(buffer, shape);
+  // summed from a buffer laid out like the inputs: contiguous, as gradient_meta says
+  return buffer.sym_sizes().equals(shape) ? g : g.contiguous();
+}
 inline at::Tensor gradient_meta(c10::SymIntArrayRef full, c10::SymIntArrayRef shape, const at::TensorOptions& options,
                                 std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
   return full.equals(shape) ? new_output(full, options, inputs) : at::empty_symint(shape, options);

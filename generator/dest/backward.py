@@ -44,9 +44,9 @@ class BackwardPlan:
 
     @cached_property
     def kernel_formulas(self) -> tuple[E.Expr, ...]:
-        """The fused kernel's formulas: with several outputs, those of `fused` with each gradient's
-        terms masked by whether it was given."""
-        formulas = [self.formulas[i] for i in self.fused]
+        """The fused kernel's formulas, those of `kernel_outputs`: with several outputs of the op,
+        each gradient's terms masked by whether it was given."""
+        formulas = [self.formulas[i] for i in self.kernel_outputs]
         if self.optional_grads:
             formulas = [masked_by_given_gradients(f, self.grads) for f in formulas]
         return tuple(formulas)
@@ -65,6 +65,37 @@ class BackwardPlan:
     def fused(self) -> tuple[int, ...]:
         """Outputs computed by the fused kernel; the others are an incoming gradient, only reduced, or 0."""
         return tuple(i for i in range(len(self.formulas)) if self.passthrough(i) is None and not self.is_zero(i))
+
+    @cached_property
+    def kernel_outputs(self) -> tuple[int, ...]:
+        """The gradients the fused kernel stores: one per distinct formula of `fused`. An input whose
+        formula is an earlier one's (x's and bias's in bias_gelu, `grad * gelu'(x + bias)`) is
+        summed from that one's buffer: one pass over memory fewer."""
+        first: dict[E.Expr, int] = {}
+        return tuple(i for i in self.fused if first.setdefault(self.formulas[i], i) == i)
+
+    def sharing(self, i: int) -> tuple[int, ...]:
+        """The positions in `fused` (and so in `computed`, `shape_args` and output_mask) of the
+        inputs whose gradient kernel output ``i`` holds."""
+        return tuple(k for k, j in enumerate(self.fused) if self.formulas[j] == self.formulas[i])
+
+    def buffer(self, k: int) -> int:
+        """The kernel output holding the gradient at position ``k`` of `fused`."""
+        return next(i for i in self.kernel_outputs if k in self.sharing(i))
+
+    @property
+    def kernel_masked(self) -> bool:
+        """The kernel stores several gradients, each only where asked for (see `masked`)."""
+        return len(self.kernel_outputs) > 1
+
+    @cached_property
+    def store_mask(self) -> str:
+        """C++ for the kernel's `_store`: output_mask, or per kernel output whether one of the
+        inputs sharing it was asked for."""
+        if self.kernel_outputs == self.fused:
+            return "output_mask"
+        masks = [" || ".join(f"output_mask[{k}]" for k in self.sharing(i)) for i in self.kernel_outputs]
+        return f"std::array<bool, {len(masks)}>{{{', '.join(masks)}}}"
 
     @cached_property
     def zeros(self) -> tuple[str, ...]:

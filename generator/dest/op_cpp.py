@@ -34,7 +34,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
                                memory_bound=compiled[op.name].memory_bound, masked=compiled[op.name].masked, cpu_only=False, flat=True)]
     bw_kernel_call = ""
     if bw is not None and bw.fused:
-        kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.fused],
+        kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.kernel_outputs],
                                        inputs=[*bw.grads, *bw.saved], memory_bound=compiled[bw.name].memory_bound, masked=compiled[bw.name].masked,
                                        cpu_only=False, flat=True))
         bw_kernel_call = "".join(f", {a.passed}" for a in bw.kernel_attrs)
@@ -42,7 +42,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
     for h in (hoist.forward(op), hoist.backward_kernel(op)):
         if h is not None:
             pair = [compiled[hoist.values_kernel(op, h)], compiled[f"{h.kernel}_from_hoisted"]]
-            outs_of = [list(h.names), outs if h.kernel == op.name else [f"_g{i}" for i in bw.fused]]
+            outs_of = [list(h.names), outs if h.kernel == op.name else [f"_g{i}" for i in bw.kernel_outputs]]
             first, then = (SimpleNamespace(name=k.name, attrs=k.attrs, outs=o, inputs=k.code.params, memory_bound=k.memory_bound,
                                            masked=k.masked, cpu_only=True, flat=k.flat, call="".join(f", {a.passed}" for a in k.attrs))
                            for k, o in zip(pair, outs_of))

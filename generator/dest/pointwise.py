@@ -44,11 +44,11 @@ def kernels(op: OpSpec) -> tuple[Kernel, ...]:
     plan = backward.plan(op)
     code = backward.kernel_code(op, plan) if plan is not None else None
     if code is not None:
-        out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series, masked=plan.masked))
+        out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series, masked=plan.kernel_masked))
     if (h := hoist.forward(op)) is not None:
         out += _hoisted(op, h, ctx.kernel_scope(op), out[0].attrs, masked=False)
     if (h := hoist.backward_kernel(op)) is not None:
-        out += _hoisted(op, h, backward.scope(op), list(plan.kernel_attrs), masked=plan.masked)
+        out += _hoisted(op, h, backward.scope(op), list(plan.kernel_attrs), masked=plan.kernel_masked)
     return tuple(out)
 
 

@@ -111,7 +111,7 @@ void actnorm_loop(at::TensorIteratorBase& _iter) {
 // Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
 // Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
 template <typename scalar_t>
-void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, scalar_t* _out2, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
+void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -120,10 +120,6 @@ void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _
     return (grad * opgen::exp(log_scale));
   };
   auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto log_scale) {
-    using _t = decltype(grad);
-    return (grad * opgen::exp(log_scale));
-  };
-  auto _f2 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto log_scale) {
     using _t = decltype(grad);
     return (grad * ((x + bias) * opgen::exp(log_scale)));
   };
@@ -138,10 +134,8 @@ void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _
       auto [_log_scale_lo, _log_scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_log_scale_ptr + _i));
       const _vec _v0 = at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _log_scale_lo), _f0(_grad_hi, _x_hi, _bias_hi, _log_scale_hi));
       const _vec _v1 = at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _bias_lo, _log_scale_lo), _f1(_grad_hi, _x_hi, _bias_hi, _log_scale_hi));
-      const _vec _v2 = at::vec::convert_from_float<scalar_t>(_f2(_grad_lo, _x_lo, _bias_lo, _log_scale_lo), _f2(_grad_hi, _x_hi, _bias_hi, _log_scale_hi));
       _v0.store((_out0 != nullptr ? _out0 + _i : _sink));
       _v1.store((_out1 != nullptr ? _out1 + _i : _sink));
-      _v2.store((_out2 != nullptr ? _out2 + _i : _sink));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -150,10 +144,8 @@ void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _
       const scalar_t log_scale = _log_scale_ptr[_i];
       const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(log_scale)));
       const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(log_scale)));
-      const scalar_t _s2 = static_cast<scalar_t>(_f2(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(log_scale)));
       *(_out0 != nullptr ? _out0 + _i : _sink) = _s0;
       *(_out1 != nullptr ? _out1 + _i : _sink) = _s1;
-      *(_out2 != nullptr ? _out2 + _i : _sink) = _s2;
     }
   } else {
     // Two vectors per step, both computed before either is stored: a store may alias the inputs,
@@ -161,7 +153,6 @@ void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _
     for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
       _vec _r0[2];
       _vec _r1[2];
-      _vec _r2[2];
       for (int64_t _k = 0; _k < 2; ++_k) {
         const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
         const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
@@ -169,14 +160,11 @@ void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _
         const _vec log_scale = _vec::loadu(_log_scale_ptr + _i + _k * _vec::size());
         _r0[_k] = _f0(grad, x, bias, log_scale);
         _r1[_k] = _f1(grad, x, bias, log_scale);
-        _r2[_k] = _f2(grad, x, bias, log_scale);
       }
       _r0[0].store((_out0 != nullptr ? _out0 + _i : _sink));
       _r0[1].store((_out0 != nullptr ? _out0 + _i + _vec::size() : _sink + _vec::size()));
       _r1[0].store((_out1 != nullptr ? _out1 + _i : _sink));
       _r1[1].store((_out1 != nullptr ? _out1 + _i + _vec::size() : _sink + _vec::size()));
-      _r2[0].store((_out2 != nullptr ? _out2 + _i : _sink));
-      _r2[1].store((_out2 != nullptr ? _out2 + _i + _vec::size() : _sink + _vec::size()));
     }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
@@ -185,10 +173,8 @@ void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _
       const _vec log_scale = _vec::loadu(_log_scale_ptr + _i);
       const _vec _v0 = _f0(grad, x, bias, log_scale);
       const _vec _v1 = _f1(grad, x, bias, log_scale);
-      const _vec _v2 = _f2(grad, x, bias, log_scale);
       _v0.store((_out0 != nullptr ? _out0 + _i : _sink));
       _v1.store((_out1 != nullptr ? _out1 + _i : _sink));
-      _v2.store((_out2 != nullptr ? _out2 + _i : _sink));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -197,27 +183,25 @@ void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _
       const scalar_t log_scale = _log_scale_ptr[_i];
       const scalar_t _s0 = _f0(grad, x, bias, log_scale);
       const scalar_t _s1 = _f1(grad, x, bias, log_scale);
-      const scalar_t _s2 = _f2(grad, x, bias, log_scale);
       *(_out0 != nullptr ? _out0 + _i : _sink) = _s0;
       *(_out1 != nullptr ? _out1 + _i : _sink) = _s1;
-      *(_out2 != nullptr ? _out2 + _i : _sink) = _s2;
     }
   }
 }
 
 template <typename scalar_t>
-void actnorm_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, scalar_t* _out2, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
+void actnorm_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
   if (_n < at::internal::GRAIN_SIZE) {
-    actnorm_backward_contiguous_chunk<scalar_t>(0, _n, _out0, _out1, _out2, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    actnorm_backward_contiguous_chunk<scalar_t>(0, _n, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
   } else {
     at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
-      actnorm_backward_contiguous_chunk<scalar_t>(_begin, _end, _out0, _out1, _out2, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);
+      actnorm_backward_contiguous_chunk<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);
     });
   }
 }
 
 template <typename scalar_t>
-void actnorm_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 3> _store) {
+void actnorm_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -226,10 +210,6 @@ void actnorm_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 3> _s
     return (grad * opgen::exp(log_scale));
   };
   auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto log_scale) {
-    using _t = decltype(grad);
-    return (grad * opgen::exp(log_scale));
-  };
-  auto _f2 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto log_scale) {
     using _t = decltype(grad);
     return (grad * ((x + bias) * opgen::exp(log_scale)));
   };
@@ -241,8 +221,8 @@ void actnorm_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 3> _s
   // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
   // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
-    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && _strides[2] == sizeof(scalar_t) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0) && (_strides[6] == sizeof(scalar_t) || _strides[6] == 0);
-    const bool _repeats = _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0 || _strides[6] == 0;
+    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0);
+    const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0;
     constexpr int64_t _block = 256;
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _grad_copies[_block];
@@ -250,46 +230,43 @@ void actnorm_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 3> _s
     __at_align__ scalar_t _bias_copies[_block];
     __at_align__ scalar_t _log_scale_copies[_block];
     for (int64_t _r = 0; _r < _rows; ++_r) {
-      char* _out0_row = _data[0] + _r * _strides[7];
-      char* _out1_row = _data[1] + _r * _strides[8];
-      char* _out2_row = _data[2] + _r * _strides[9];
-      const char* _grad_row = _data[3] + _r * _strides[10];
-      const char* _x_row = _data[4] + _r * _strides[11];
-      const char* _bias_row = _data[5] + _r * _strides[12];
-      const char* _log_scale_row = _data[6] + _r * _strides[13];
+      char* _out0_row = _data[0] + _r * _strides[6];
+      char* _out1_row = _data[1] + _r * _strides[7];
+      const char* _grad_row = _data[2] + _r * _strides[8];
+      const char* _x_row = _data[3] + _r * _strides[9];
+      const char* _bias_row = _data[4] + _r * _strides[10];
+      const char* _log_scale_row = _data[5] + _r * _strides[11];
       if (_dense) {
-        if (_strides[3] == 0) {
+        if (_strides[2] == 0) {
           std::fill_n(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
         }
-        if (_strides[4] == 0) {
+        if (_strides[3] == 0) {
           std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
         }
-        if (_strides[5] == 0) {
+        if (_strides[4] == 0) {
           std::fill_n(_bias_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_bias_row));
         }
-        if (_strides[6] == 0) {
+        if (_strides[5] == 0) {
           std::fill_n(_log_scale_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_log_scale_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
-          const scalar_t* _grad = _strides[3] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
-          const scalar_t* _x = _strides[4] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
-          const scalar_t* _bias = _strides[5] == 0 ? _bias_copies : reinterpret_cast<const scalar_t*>(_bias_row) + _j;
-          const scalar_t* _log_scale = _strides[6] == 0 ? _log_scale_copies : reinterpret_cast<const scalar_t*>(_log_scale_row) + _j;
-          actnorm_backward_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), !_store[0] ? nullptr : reinterpret_cast<scalar_t*>(_out0_row) + _j, !_store[1] ? nullptr : reinterpret_cast<scalar_t*>(_out1_row) + _j, !_store[2] ? nullptr : reinterpret_cast<scalar_t*>(_out2_row) + _j, _grad, _x, _bias, _log_scale);
+          const scalar_t* _grad = _strides[2] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
+          const scalar_t* _x = _strides[3] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          const scalar_t* _bias = _strides[4] == 0 ? _bias_copies : reinterpret_cast<const scalar_t*>(_bias_row) + _j;
+          const scalar_t* _log_scale = _strides[5] == 0 ? _log_scale_copies : reinterpret_cast<const scalar_t*>(_log_scale_row) + _j;
+          actnorm_backward_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), !_store[0] ? nullptr : reinterpret_cast<scalar_t*>(_out0_row) + _j, !_store[1] ? nullptr : reinterpret_cast<scalar_t*>(_out1_row) + _j, _grad, _x, _bias, _log_scale);
         }
         continue;
       }
       for (int64_t _i = 0; _i < _n; ++_i) {
-        const scalar_t grad = *reinterpret_cast<const scalar_t*>(_grad_row + _i * _strides[3]);
-        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[4]);
-        const scalar_t bias = *reinterpret_cast<const scalar_t*>(_bias_row + _i * _strides[5]);
-        const scalar_t log_scale = *reinterpret_cast<const scalar_t*>(_log_scale_row + _i * _strides[6]);
+        const scalar_t grad = *reinterpret_cast<const scalar_t*>(_grad_row + _i * _strides[2]);
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[3]);
+        const scalar_t bias = *reinterpret_cast<const scalar_t*>(_bias_row + _i * _strides[4]);
+        const scalar_t log_scale = *reinterpret_cast<const scalar_t*>(_log_scale_row + _i * _strides[5]);
         const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(log_scale)));
         const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(log_scale)));
-        const scalar_t _s2 = static_cast<scalar_t>(_f2(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(log_scale)));
         *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
         *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
-        *reinterpret_cast<scalar_t*>(_out2_row + _i * _strides[2]) = _s2;
       }
     }
   });
@@ -482,7 +459,7 @@ void actnorm_from_hoisted_loop(at::TensorIteratorBase& _iter) {
 // Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
 // Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
 template <typename scalar_t>
-void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, scalar_t* _out2, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
+void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -491,10 +468,6 @@ void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end
     return (grad * hoisted__0);
   };
   auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto hoisted__0) {
-    using _t = decltype(grad);
-    return (grad * hoisted__0);
-  };
-  auto _f2 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto hoisted__0) {
     using _t = decltype(grad);
     return (grad * ((x + bias) * hoisted__0));
   };
@@ -509,10 +482,8 @@ void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end
       auto [_hoisted__0_lo, _hoisted__0_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__0_ptr + _i));
       const _vec _v0 = at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _hoisted__0_lo), _f0(_grad_hi, _x_hi, _bias_hi, _hoisted__0_hi));
       const _vec _v1 = at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _bias_lo, _hoisted__0_lo), _f1(_grad_hi, _x_hi, _bias_hi, _hoisted__0_hi));
-      const _vec _v2 = at::vec::convert_from_float<scalar_t>(_f2(_grad_lo, _x_lo, _bias_lo, _hoisted__0_lo), _f2(_grad_hi, _x_hi, _bias_hi, _hoisted__0_hi));
       _v0.store((_out0 != nullptr ? _out0 + _i : _sink));
       _v1.store((_out1 != nullptr ? _out1 + _i : _sink));
-      _v2.store((_out2 != nullptr ? _out2 + _i : _sink));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -521,10 +492,8 @@ void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end
       const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
       const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(hoisted__0)));
       const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(hoisted__0)));
-      const scalar_t _s2 = static_cast<scalar_t>(_f2(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(hoisted__0)));
       *(_out0 != nullptr ? _out0 + _i : _sink) = _s0;
       *(_out1 != nullptr ? _out1 + _i : _sink) = _s1;
-      *(_out2 != nullptr ? _out2 + _i : _sink) = _s2;
     }
   } else {
     // Two vectors per step, both computed before either is stored: a store may alias the inputs,
@@ -532,7 +501,6 @@ void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end
     for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
       _vec _r0[2];
       _vec _r1[2];
-      _vec _r2[2];
       for (int64_t _k = 0; _k < 2; ++_k) {
         const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
         const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
@@ -540,14 +508,11 @@ void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end
         const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i + _k * _vec::size());
         _r0[_k] = _f0(grad, x, bias, hoisted__0);
         _r1[_k] = _f1(grad, x, bias, hoisted__0);
-        _r2[_k] = _f2(grad, x, bias, hoisted__0);
       }
       _r0[0].store((_out0 != nullptr ? _out0 + _i : _sink));
       _r0[1].store((_out0 != nullptr ? _out0 + _i + _vec::size() : _sink + _vec::size()));
       _r1[0].store((_out1 != nullptr ? _out1 + _i : _sink));
       _r1[1].store((_out1 != nullptr ? _out1 + _i + _vec::size() : _sink + _vec::size()));
-      _r2[0].store((_out2 != nullptr ? _out2 + _i : _sink));
-      _r2[1].store((_out2 != nullptr ? _out2 + _i + _vec::size() : _sink + _vec::size()));
     }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
@@ -556,10 +521,8 @@ void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end
       const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i);
       const _vec _v0 = _f0(grad, x, bias, hoisted__0);
       const _vec _v1 = _f1(grad, x, bias, hoisted__0);
-      const _vec _v2 = _f2(grad, x, bias, hoisted__0);
       _v0.store((_out0 != nullptr ? _out0 + _i : _sink));
       _v1.store((_out1 != nullptr ? _out1 + _i : _sink));
-      _v2.store((_out2 != nullptr ? _out2 + _i : _sink));
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
@@ -568,27 +531,25 @@ void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end
       const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
       const scalar_t _s0 = _f0(grad, x, bias, hoisted__0);
       const scalar_t _s1 = _f1(grad, x, bias, hoisted__0);
-      const scalar_t _s2 = _f2(grad, x, bias, hoisted__0);
       *(_out0 != nullptr ? _out0 + _i : _sink) = _s0;
       *(_out1 != nullptr ? _out1 + _i : _sink) = _s1;
-      *(_out2 != nullptr ? _out2 + _i : _sink) = _s2;
     }
   }
 }
 
 template <typename scalar_t>
-void actnorm_backward_from_hoisted_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, scalar_t* _out2, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
+void actnorm_backward_from_hoisted_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
   if (_n < at::internal::GRAIN_SIZE) {
-    actnorm_backward_from_hoisted_contiguous_chunk<scalar_t>(0, _n, _out0, _out1, _out2, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    actnorm_backward_from_hoisted_contiguous_chunk<scalar_t>(0, _n, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
   } else {
     at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
-      actnorm_backward_from_hoisted_contiguous_chunk<scalar_t>(_begin, _end, _out0, _out1, _out2, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);
+      actnorm_backward_from_hoisted_contiguous_chunk<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);
     });
   }
 }
 
 template <typename scalar_t>
-void actnorm_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::array<bool, 3> _store) {
+void actnorm_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -597,10 +558,6 @@ void actnorm_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::arra
     return (grad * hoisted__0);
   };
   auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto hoisted__0) {
-    using _t = decltype(grad);
-    return (grad * hoisted__0);
-  };
-  auto _f2 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto hoisted__0) {
     using _t = decltype(grad);
     return (grad * ((x + bias) * hoisted__0));
   };
@@ -612,8 +569,8 @@ void actnorm_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::arra
   // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
   // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
-    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && _strides[2] == sizeof(scalar_t) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0) && (_strides[6] == sizeof(scalar_t) || _strides[6] == 0);
-    const bool _repeats = _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0 || _strides[6] == 0;
+    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0);
+    const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0;
     constexpr int64_t _block = 256;
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _grad_copies[_block];
@@ -621,46 +578,43 @@ void actnorm_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::arra
     __at_align__ scalar_t _bias_copies[_block];
     __at_align__ scalar_t _hoisted__0_copies[_block];
     for (int64_t _r = 0; _r < _rows; ++_r) {
-      char* _out0_row = _data[0] + _r * _strides[7];
-      char* _out1_row = _data[1] + _r * _strides[8];
-      char* _out2_row = _data[2] + _r * _strides[9];
-      const char* _grad_row = _data[3] + _r * _strides[10];
-      const char* _x_row = _data[4] + _r * _strides[11];
-      const char* _bias_row = _data[5] + _r * _strides[12];
-      const char* _hoisted__0_row = _data[6] + _r * _strides[13];
+      char* _out0_row = _data[0] + _r * _strides[6];
+      char* _out1_row = _data[1] + _r * _strides[7];
+      const char* _grad_row = _data[2] + _r * _strides[8];
+      const char* _x_row = _data[3] + _r * _strides[9];
+      const char* _bias_row = _data[4] + _r * _strides[10];
+      const char* _hoisted__0_row = _data[5] + _r * _strides[11];
       if (_dense) {
-        if (_strides[3] == 0) {
+        if (_strides[2] == 0) {
           std::fill_n(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
         }
-        if (_strides[4] == 0) {
+        if (_strides[3] == 0) {
           std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
         }
-        if (_strides[5] == 0) {
+        if (_strides[4] == 0) {
           std::fill_n(_bias_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_bias_row));
         }
-        if (_strides[6] == 0) {
+        if (_strides[5] == 0) {
           std::fill_n(_hoisted__0_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__0_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
-          const scalar_t* _grad = _strides[3] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
-          const scalar_t* _x = _strides[4] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
-          const scalar_t* _bias = _strides[5] == 0 ? _bias_copies : reinterpret_cast<const scalar_t*>(_bias_row) + _j;
-          const scalar_t* _hoisted__0 = _strides[6] == 0 ? _hoisted__0_copies : reinterpret_cast<const scalar_t*>(_hoisted__0_row) + _j;
-          actnorm_backward_from_hoisted_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), !_store[0] ? nullptr : reinterpret_cast<scalar_t*>(_out0_row) + _j, !_store[1] ? nullptr : reinterpret_cast<scalar_t*>(_out1_row) + _j, !_store[2] ? nullptr : reinterpret_cast<scalar_t*>(_out2_row) + _j, _grad, _x, _bias, _hoisted__0);
+          const scalar_t* _grad = _strides[2] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
+          const scalar_t* _x = _strides[3] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          const scalar_t* _bias = _strides[4] == 0 ? _bias_copies : reinterpret_cast<const scalar_t*>(_bias_row) + _j;
+          const scalar_t* _hoisted__0 = _strides[5] == 0 ? _hoisted__0_copies : reinterpret_cast<const scalar_t*>(_hoisted__0_row) + _j;
+          actnorm_backward_from_hoisted_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), !_store[0] ? nullptr : reinterpret_cast<scalar_t*>(_out0_row) + _j, !_store[1] ? nullptr : reinterpret_cast<scalar_t*>(_out1_row) + _j, _grad, _x, _bias, _hoisted__0);
         }
         continue;
       }
       for (int64_t _i = 0; _i < _n; ++_i) {
-        const scalar_t grad = *reinterpret_cast<const scalar_t*>(_grad_row + _i * _strides[3]);
-        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[4]);
-        const scalar_t bias = *reinterpret_cast<const scalar_t*>(_bias_row + _i * _strides[5]);
-        const scalar_t hoisted__0 = *reinterpret_cast<const scalar_t*>(_hoisted__0_row + _i * _strides[6]);
+        const scalar_t grad = *reinterpret_cast<const scalar_t*>(_grad_row + _i * _strides[2]);
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[3]);
+        const scalar_t bias = *reinterpret_cast<const scalar_t*>(_bias_row + _i * _strides[4]);
+        const scalar_t hoisted__0 = *reinterpret_cast<const scalar_t*>(_hoisted__0_row + _i * _strides[5]);
         const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(hoisted__0)));
         const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(hoisted__0)));
-        const scalar_t _s2 = static_cast<scalar_t>(_f2(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(hoisted__0)));
         *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
         *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
-        *reinterpret_cast<scalar_t*>(_out2_row + _i * _strides[2]) = _s2;
       }
     }
   });
@@ -699,7 +653,7 @@ void actnorm_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const voi
   }
 }
 
-void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store) {
+void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
       return actnorm_backward_loop<float>(_iter, _store);
@@ -715,16 +669,16 @@ void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> 
 }
 
 
-void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, void* _out2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr) {
+void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr) {
   switch (_dtype) {
     case at::ScalarType::Float:
-      return actnorm_backward_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<float*>(_out2), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), static_cast<const float*>(_log_scale_ptr));
+      return actnorm_backward_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), static_cast<const float*>(_log_scale_ptr));
     case at::ScalarType::Double:
-      return actnorm_backward_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<double*>(_out2), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), static_cast<const double*>(_log_scale_ptr));
+      return actnorm_backward_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), static_cast<const double*>(_log_scale_ptr));
     case at::ScalarType::Half:
-      return actnorm_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<at::Half*>(_out2), static_cast<const at::Half*>(_grad_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_bias_ptr), static_cast<const at::Half*>(_log_scale_ptr));
+      return actnorm_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<const at::Half*>(_grad_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_bias_ptr), static_cast<const at::Half*>(_log_scale_ptr));
     case at::ScalarType::BFloat16:
-      return actnorm_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<at::BFloat16*>(_out2), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_bias_ptr), static_cast<const at::BFloat16*>(_log_scale_ptr));
+      return actnorm_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_bias_ptr), static_cast<const at::BFloat16*>(_log_scale_ptr));
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.actnorm_backward", "(): no CPU kernel for dtype ", _dtype);
   }
@@ -776,7 +730,7 @@ void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter) {
   }
 }
 
-void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store) {
+void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
       return actnorm_backward_from_hoisted_loop<float>(_iter, _store);

@@ -25,14 +25,13 @@ template <typename scalar_t>
 void actnorm_backward_loop(at::TensorIteratorBase& _iter) {
   using opmath_t = at::opmath_type<scalar_t>;
   // Several outputs, one pass over memory.
-  at::native::gpu_kernel_multiple_outputs(_iter, [=] GPU_LAMBDA(scalar_t _grad_in, scalar_t _x_in, scalar_t _bias_in, scalar_t _log_scale_in) -> thrust::tuple<scalar_t, scalar_t, scalar_t> {
+  at::native::gpu_kernel_multiple_outputs(_iter, [=] GPU_LAMBDA(scalar_t _grad_in, scalar_t _x_in, scalar_t _bias_in, scalar_t _log_scale_in) -> thrust::tuple<scalar_t, scalar_t> {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t grad = static_cast<opmath_t>(_grad_in);
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
     [[maybe_unused]] const opmath_t bias = static_cast<opmath_t>(_bias_in);
     [[maybe_unused]] const opmath_t log_scale = static_cast<opmath_t>(_log_scale_in);
     return {
-        static_cast<scalar_t>((grad * opgen::exp(log_scale))),
         static_cast<scalar_t>((grad * opgen::exp(log_scale))),
         static_cast<scalar_t>((grad * ((x + bias) * opgen::exp(log_scale))))
     };

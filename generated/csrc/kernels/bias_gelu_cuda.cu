@@ -25,20 +25,12 @@ template <typename scalar_t>
 void bias_gelu_backward_loop(at::TensorIteratorBase& _iter, bool bias__absent) {
   using opmath_t = at::opmath_type<scalar_t>;
   const bool _c0 = bias__absent;
-  const opmath_t _u0 = static_cast<opmath_t>((0.5 * (bias__absent ? 0.0 : 1.0)));
-  const opmath_t _u1 = static_cast<opmath_t>((0.7978845608028654 * (bias__absent ? 0.0 : 1.0)));
-  const opmath_t _u2 = static_cast<opmath_t>((0.044715 * (bias__absent ? 0.0 : 1.0)));
-  const opmath_t _u3 = static_cast<opmath_t>((bias__absent ? 0.0 : 1.0));
-  // Several outputs, one pass over memory.
-  at::native::gpu_kernel_multiple_outputs(_iter, [=] GPU_LAMBDA(scalar_t _grad_in, scalar_t _x_in, scalar_t _bias_in) -> thrust::tuple<scalar_t, scalar_t> {
+  at::native::gpu_kernel(_iter, [=] GPU_LAMBDA(scalar_t _grad_in, scalar_t _x_in, scalar_t _bias_in) -> scalar_t {
     using _t = opmath_t;
     [[maybe_unused]] const opmath_t grad = static_cast<opmath_t>(_grad_in);
     [[maybe_unused]] const opmath_t x = static_cast<opmath_t>(_x_in);
     [[maybe_unused]] const opmath_t bias = static_cast<opmath_t>(_bias_in);
-    return {
-        static_cast<scalar_t>((grad * ((_t(0.5) * (_t(1.0) + opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) + ((_t(0.5) * (_c0 ? x : (x + bias))) * ((_t(1.0) - (opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))) * opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) * ((_t(0.7978845608028654) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias))))) + ((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * ((_t(0.044715) * (_c0 ? x : (x + bias))) + (_t(0.044715) * (_c0 ? x : (x + bias))))))))))),
-        static_cast<scalar_t>((grad * ((_u0 * (_t(1.0) + opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) + ((_t(0.5) * (_c0 ? x : (x + bias))) * ((_t(1.0) - (opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))) * opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) * ((_u1 * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias))))) + ((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * ((_u2 * (_c0 ? x : (x + bias))) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * _u3)))))))))
-    };
+    return static_cast<scalar_t>((grad * ((_t(0.5) * (_t(1.0) + opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) + ((_t(0.5) * (_c0 ? x : (x + bias))) * ((_t(1.0) - (opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))) * opgen::tanh(((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias)))))))) * ((_t(0.7978845608028654) * (_t(1.0) + ((_t(0.044715) * (_c0 ? x : (x + bias))) * (_c0 ? x : (x + bias))))) + ((_t(0.7978845608028654) * (_c0 ? x : (x + bias))) * ((_t(0.044715) * (_c0 ? x : (x + bias))) + (_t(0.044715) * (_c0 ? x : (x + bias)))))))))));
   });
 }
 

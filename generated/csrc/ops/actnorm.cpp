@@ -9,35 +9,35 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void actnorm_kernel(at::TensorIteratorBase& _iter);
 void actnorm_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
-void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
-void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
+void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
+void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
+void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void actnorm_kernel(at::TensorIteratorBase& _iter);
 void actnorm_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
-void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
-void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
+void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
+void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
+void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
 namespace AVX512 {
 void actnorm_kernel(at::TensorIteratorBase& _iter);
 void actnorm_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
-void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
-void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
+void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
+void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
-void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 3> _store);
+void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -266,13 +266,12 @@ at::ScalarType actnorm_backward_check(const at::Tensor& grad, const at::Tensor& 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& bias, const at::Tensor& log_scale, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, c10::SymIntArrayRef log_scale__shape, std::array<bool, 3> output_mask) {
   const at::ScalarType _dtype = actnorm_backward_check(grad, x, bias, log_scale, x__shape, bias__shape, log_scale__shape, output_mask);
   // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
-  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
-                                                 grad.options().dtype(_dtype), { grad, x, bias, log_scale });
-  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), bias__shape),
+  // The gradients of x and bias: one formula, one buffer.
+  at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), { opgen::reduced_shape(grad.sym_sizes(), x__shape), opgen::reduced_shape(grad.sym_sizes(), bias__shape) },
                                                  grad.options().dtype(_dtype), { grad, x, bias, log_scale });
   at::Tensor _g2 = !output_mask[2] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), log_scale__shape),
                                                  grad.options().dtype(_dtype), { grad, x, bias, log_scale });
-  const at::Tensor& _first = _g0.defined() ? _g0 : _g1.defined() ? _g1 : _g2;
+  const at::Tensor& _first = _g0.defined() ? _g0 : _g2;
   if (!_first.defined()) {  // none asked for
     return {};
   }
@@ -290,7 +289,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
       , decltype(&cpu::DEFAULT::actnorm_backward_contiguous){}
 #endif
       );
-    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, _g2.defined() ? _g2.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), log_scale.const_data_ptr());
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g2.defined() ? _g2.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), log_scale.const_data_ptr());
   } else if (const auto _hoisted_shape = grad.numel() > 0 && grad.is_cpu() ? opgen::hoisted_shape(_first, { log_scale }, { grad, x, bias, log_scale }) : std::nullopt) {
     // exp(log_scale) reads only log_scale: on a CPU, when that is much smaller than
     // the output (broadcast over it), computed once per element of it first, then the loop reads it.
@@ -329,11 +328,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
       _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter);
     }
     const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
-    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     const at::Tensor _o2 = _g2.defined() ? _g2 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_o0)
-                     .add_output(_o1)
                      .add_output(_o2)
                      .add_const_input(grad)
                      .add_const_input(x)
@@ -352,14 +349,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
       , decltype(&cpu::DEFAULT::actnorm_backward_from_hoisted_kernel){}
 #endif
       , /*avx512_in_cache=*/false);
-    _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask);
+    _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, std::array<bool, 2>{output_mask[0] || output_mask[1], output_mask[2]});
   } else if (grad.numel() > 0) {
     const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
-    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     const at::Tensor _o2 = _g2.defined() ? _g2 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     auto _iter = at::TensorIteratorConfig()
                      .add_output(_o0)
-                     .add_output(_o1)
                      .add_output(_o2)
                      .add_const_input(grad)
                      .add_const_input(x)
@@ -385,10 +380,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
       , decltype(&cpu::DEFAULT::actnorm_backward_kernel){}
 #endif
       );
-      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, std::array<bool, 2>{output_mask[0] || output_mask[1], output_mask[2]});
     }
   }
-  return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), bias__shape)), !_g2.defined() ? at::Tensor() : at::sum_to(_g2, opgen::reduced_shape(grad.sym_sizes(), log_scale__shape)));
+  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)), !_g2.defined() ? at::Tensor() : at::sum_to(_g2, opgen::reduced_shape(grad.sym_sizes(), log_scale__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_meta(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& bias, const at::Tensor& log_scale, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, c10::SymIntArrayRef log_scale__shape, std::array<bool, 3> output_mask) {

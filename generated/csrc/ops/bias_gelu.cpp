@@ -9,23 +9,23 @@ namespace opgen_ops::cpu {
 namespace DEFAULT {
 void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
-void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool bias__absent);
-void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
+void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
+void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
-void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool bias__absent);
-void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
+void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
+void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
 namespace AVX512 {
 void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
-void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool bias__absent);
-void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
+void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
+void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -195,12 +195,11 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
   [[maybe_unused]] const bool bias__absent = !opgen::is_given(bias__opt);
   const at::Tensor& bias = bias__absent ? grad : *bias__opt;
   const at::ScalarType _dtype = bias_gelu_backward_check(grad, x, bias, x__shape, bias__shape, output_mask);
-  // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
-  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
+  // Only the gradients asked for get a buffer.
+  // The gradients of x and bias: one formula, one buffer.
+  at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), { opgen::reduced_shape(grad.sym_sizes(), x__shape), opgen::reduced_shape(grad.sym_sizes(), bias__shape) },
                                                  grad.options().dtype(_dtype), { grad, x, bias });
-  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), bias__shape),
-                                                 grad.options().dtype(_dtype), { grad, x, bias });
-  const at::Tensor& _first = _g0.defined() ? _g0 : _g1;
+  const at::Tensor& _first = _g0;
   if (!_first.defined()) {  // none asked for
     return {};
   }
@@ -218,13 +217,10 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
       , decltype(&cpu::DEFAULT::bias_gelu_backward_contiguous){}
 #endif
       );
-    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), bias__absent);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), bias__absent);
   } else if (grad.numel() > 0) {
-    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
-    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     auto _iter = at::TensorIteratorConfig()
-                     .add_output(_o0)
-                     .add_output(_o1)
+                     .add_output(_g0)
                      .add_const_input(grad)
                      .add_const_input(x)
                      .add_const_input(bias)
@@ -248,10 +244,10 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
       , decltype(&cpu::DEFAULT::bias_gelu_backward_kernel){}
 #endif
       );
-      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, bias__absent);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, bias__absent);
     }
   }
-  return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
+  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& bias__opt, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, std::array<bool, 2> output_mask) {
@@ -310,7 +306,7 @@ TORCH_LIBRARY_IMPL(opgen_ops, ADInplaceOrView, m) {
 // The node's backward calls opgen_ops::bias_gelu_backward through the dispatcher, so torch.compile
 // and AOTAutograd trace it.
 //   x: grad * (0.5 * (1 + tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)))) + 0.5 * where(bias is None, x, x + bias) * ((1 - tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias))) * tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)))) * (0.7978845608028654 * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)) + 0.7978845608028654 * where(bias is None, x, x + bias) * (0.044715 * where(bias is None, x, x + bias) + 0.044715 * where(bias is None, x, x + bias)))))
-//   bias: grad * (0.5 * where(bias is None, 0, 1) * (1 + tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)))) + 0.5 * where(bias is None, x, x + bias) * ((1 - tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias))) * tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)))) * (0.7978845608028654 * where(bias is None, 0, 1) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)) + 0.7978845608028654 * where(bias is None, x, x + bias) * (0.044715 * where(bias is None, 0, 1) * where(bias is None, x, x + bias) + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, 0, 1)))))
+//   bias: grad * (0.5 * (1 + tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)))) + 0.5 * where(bias is None, x, x + bias) * ((1 - tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias))) * tanh(0.7978845608028654 * where(bias is None, x, x + bias) * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)))) * (0.7978845608028654 * (1 + 0.044715 * where(bias is None, x, x + bias) * where(bias is None, x, x + bias)) + 0.7978845608028654 * where(bias is None, x, x + bias) * (0.044715 * where(bias is None, x, x + bias) + 0.044715 * where(bias is None, x, x + bias)))))
 
 namespace opgen_ops {
 namespace {
@@ -358,7 +354,7 @@ torch::autograd::variable_list BiasGeluBackward::apply(torch::autograd::variable
       _grad_inputs[0] = at::sum_to([&] { const at::Tensor _c0 = _s(0.5); const at::Tensor _c1 = _s(1.0); const at::Tensor _c2 = _s(0.7978845608028654); const at::Tensor _c3 = (bias__absent ? x : at::add(x, bias)); const at::Tensor _c4 = at::mul(_c2, _c3); const at::Tensor _c5 = at::mul(_s(0.044715), _c3); const at::Tensor _c6 = at::add(_c1, at::mul(_c5, _c3)); const at::Tensor _c7 = at::tanh(at::mul(_c4, _c6)); return at::mul(grad, at::add(at::mul(_c0, at::add(_c1, _c7)), at::mul(at::mul(_c0, _c3), at::mul(at::sub(_c1, at::mul(_c7, _c7)), at::add(at::mul(_c2, _c6), at::mul(_c4, at::add(_c5, _c5))))))); }(), x__shape).to(x__dtype);
     }
     if (this->task_should_compute_output(1)) {
-      _grad_inputs[1] = at::sum_to([&] { const at::Tensor _c0 = _s(1.0); const at::Tensor _c1 = (bias__absent ? x : at::add(x, bias)); const at::Tensor _c2 = at::mul(_s(0.7978845608028654), _c1); const at::Tensor _c3 = at::mul(_s(0.044715), _c1); const at::Tensor _c4 = at::add(_c0, at::mul(_c3, _c1)); const at::Tensor _c5 = at::tanh(at::mul(_c2, _c4)); return at::mul(grad, at::add(at::mul(_s(static_cast<double>((0.5 * (bias__absent ? 0.0 : 1.0)))), at::add(_c0, _c5)), at::mul(at::mul(_s(0.5), _c1), at::mul(at::sub(_c0, at::mul(_c5, _c5)), at::add(at::mul(_s(static_cast<double>((0.7978845608028654 * (bias__absent ? 0.0 : 1.0)))), _c4), at::mul(_c2, at::add(at::mul(_s(static_cast<double>((0.044715 * (bias__absent ? 0.0 : 1.0)))), _c1), at::mul(_c3, _s(static_cast<double>((bias__absent ? 0.0 : 1.0))))))))))); }(), bias__shape).to(bias__dtype);
+      _grad_inputs[1] = at::sum_to([&] { const at::Tensor _c0 = _s(0.5); const at::Tensor _c1 = _s(1.0); const at::Tensor _c2 = _s(0.7978845608028654); const at::Tensor _c3 = (bias__absent ? x : at::add(x, bias)); const at::Tensor _c4 = at::mul(_c2, _c3); const at::Tensor _c5 = at::mul(_s(0.044715), _c3); const at::Tensor _c6 = at::add(_c1, at::mul(_c5, _c3)); const at::Tensor _c7 = at::tanh(at::mul(_c4, _c6)); return at::mul(grad, at::add(at::mul(_c0, at::add(_c1, _c7)), at::mul(at::mul(_c0, _c3), at::mul(at::sub(_c1, at::mul(_c7, _c7)), at::add(at::mul(_c2, _c6), at::mul(_c4, at::add(_c5, _c5))))))); }(), bias__shape).to(bias__dtype);
     }
     return _grad_inputs;
   }
@@ -394,7 +390,7 @@ at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] co
   if (bias__t.defined()) {
     const at::Tensor& grad = bias__t;
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    at::Tensor _term = [&] { const at::Tensor _c0 = _s(1.0); const at::Tensor _c1 = (bias__absent ? x : at::add(x, bias)); const at::Tensor _c2 = at::mul(_s(0.7978845608028654), _c1); const at::Tensor _c3 = at::mul(_s(0.044715), _c1); const at::Tensor _c4 = at::add(_c0, at::mul(_c3, _c1)); const at::Tensor _c5 = at::tanh(at::mul(_c2, _c4)); return at::mul(grad, at::add(at::mul(_s(static_cast<double>((0.5 * (bias__absent ? 0.0 : 1.0)))), at::add(_c0, _c5)), at::mul(at::mul(_s(0.5), _c1), at::mul(at::sub(_c0, at::mul(_c5, _c5)), at::add(at::mul(_s(static_cast<double>((0.7978845608028654 * (bias__absent ? 0.0 : 1.0)))), _c4), at::mul(_c2, at::add(at::mul(_s(static_cast<double>((0.044715 * (bias__absent ? 0.0 : 1.0)))), _c1), at::mul(_c3, _s(static_cast<double>((bias__absent ? 0.0 : 1.0))))))))))); }();
+    at::Tensor _term = [&] { const at::Tensor _c0 = _s(0.5); const at::Tensor _c1 = _s(1.0); const at::Tensor _c2 = _s(0.7978845608028654); const at::Tensor _c3 = (bias__absent ? x : at::add(x, bias)); const at::Tensor _c4 = at::mul(_c2, _c3); const at::Tensor _c5 = at::mul(_s(0.044715), _c3); const at::Tensor _c6 = at::add(_c1, at::mul(_c5, _c3)); const at::Tensor _c7 = at::tanh(at::mul(_c4, _c6)); return at::mul(grad, at::add(at::mul(_c0, at::add(_c1, _c7)), at::mul(at::mul(_c0, _c3), at::mul(at::sub(_c1, at::mul(_c7, _c7)), at::add(at::mul(_c2, _c6), at::mul(_c4, at::add(_c5, _c5))))))); }();
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());

@@ -108,166 +108,102 @@ void bias_relu_loop(at::TensorIteratorBase& _iter, double slope, bool bias__abse
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
-// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
 template <typename scalar_t>
-void bias_relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, double slope, bool bias__absent) {
+void bias_relu_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, double slope, bool bias__absent) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
   const bool _c0 = bias__absent;
   const opmath_t _u0 = static_cast<opmath_t>(slope);
   [[maybe_unused]] const _fvec _u0v(_u0);
-  const opmath_t _u1 = static_cast<opmath_t>((bias__absent ? 0.0 : 1.0));
-  [[maybe_unused]] const _fvec _u1v(_u1);
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto _u0) {
     using _t = decltype(grad);
     return (grad * opgen::where(opgen::gt((_c0 ? x : (x + bias)), _t(0.0)), _t(1.0), _u0));
   };
-  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
-    using _t = decltype(grad);
-    return (grad * (_u1 * opgen::where(opgen::gt((_c0 ? x : (x + bias)), _t(0.0)), _t(1.0), _u0)));
-  };
 
-  scalar_t* const _sink = opgen::discarded<scalar_t>();  // once: a thread-local's address costs a call in a shared library
   int64_t _i = _begin;
   if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
       auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
       auto [_bias_lo, _bias_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_bias_ptr + _i));
-      const _vec _v0 = at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _u0v, _u1v), _f0(_grad_hi, _x_hi, _bias_hi, _u0v, _u1v));
-      const _vec _v1 = at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _bias_lo, _u0v, _u1v), _f1(_grad_hi, _x_hi, _bias_hi, _u0v, _u1v));
-      _v0.store((_out0 != nullptr ? _out0 + _i : _sink));
-      _v1.store((_out1 != nullptr ? _out1 + _i : _sink));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _u0v), _f0(_grad_hi, _x_hi, _bias_hi, _u0v)).store(_out + _i);
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
       const scalar_t x = _x_ptr[_i];
       const scalar_t bias = _bias_ptr[_i];
-      const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1));
-      const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1));
-      *(_out0 != nullptr ? _out0 + _i : _sink) = _s0;
-      *(_out1 != nullptr ? _out1 + _i : _sink) = _s1;
+      _out[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0));
     }
   } else {
     // Two vectors per step, both computed before either is stored: a store may alias the inputs,
     // so the second step's loads could not move above the first's store.
     for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
       _vec _r0[2];
-      _vec _r1[2];
       for (int64_t _k = 0; _k < 2; ++_k) {
         const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
         const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
         const _vec bias = _vec::loadu(_bias_ptr + _i + _k * _vec::size());
-        _r0[_k] = _f0(grad, x, bias, _u0v, _u1v);
-        _r1[_k] = _f1(grad, x, bias, _u0v, _u1v);
+        _r0[_k] = _f0(grad, x, bias, _u0v);
       }
-      _r0[0].store((_out0 != nullptr ? _out0 + _i : _sink));
-      _r0[1].store((_out0 != nullptr ? _out0 + _i + _vec::size() : _sink + _vec::size()));
-      _r1[0].store((_out1 != nullptr ? _out1 + _i : _sink));
-      _r1[1].store((_out1 != nullptr ? _out1 + _i + _vec::size() : _sink + _vec::size()));
+      _r0[0].store(_out + _i);
+      _r0[1].store(_out + _i + _vec::size());
     }
     for (; _i + _vec::size() <= _end; _i += _vec::size()) {
       const _vec grad = _vec::loadu(_grad_ptr + _i);
       const _vec x = _vec::loadu(_x_ptr + _i);
       const _vec bias = _vec::loadu(_bias_ptr + _i);
-      const _vec _v0 = _f0(grad, x, bias, _u0v, _u1v);
-      const _vec _v1 = _f1(grad, x, bias, _u0v, _u1v);
-      _v0.store((_out0 != nullptr ? _out0 + _i : _sink));
-      _v1.store((_out1 != nullptr ? _out1 + _i : _sink));
+      _f0(grad, x, bias, _u0v).store(_out + _i);
     }
     for (; _i < _end; ++_i) {
       const scalar_t grad = _grad_ptr[_i];
       const scalar_t x = _x_ptr[_i];
       const scalar_t bias = _bias_ptr[_i];
-      const scalar_t _s0 = _f0(grad, x, bias, _u0, _u1);
-      const scalar_t _s1 = _f1(grad, x, bias, _u0, _u1);
-      *(_out0 != nullptr ? _out0 + _i : _sink) = _s0;
-      *(_out1 != nullptr ? _out1 + _i : _sink) = _s1;
+      _out[_i] = _f0(grad, x, bias, _u0);
     }
   }
 }
 
 template <typename scalar_t>
-void bias_relu_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, double slope, bool bias__absent) {
+void bias_relu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, double slope, bool bias__absent) {
   if (_n < at::internal::GRAIN_SIZE) {
-    bias_relu_backward_contiguous_chunk<scalar_t>(0, _n, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, slope, bias__absent);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
+    bias_relu_backward_contiguous_chunk<scalar_t>(0, _n, _out, _grad_ptr, _x_ptr, _bias_ptr, slope, bias__absent);  // one chunk: skip parallel_for's bookkeeping, which small calls notice
   } else {
     at::parallel_for(0, _n, at::internal::GRAIN_SIZE, [=](int64_t _begin, int64_t _end) {
-      bias_relu_backward_contiguous_chunk<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, slope, bias__absent);
+      bias_relu_backward_contiguous_chunk<scalar_t>(_begin, _end, _out, _grad_ptr, _x_ptr, _bias_ptr, slope, bias__absent);
     });
   }
 }
 
 template <typename scalar_t>
-void bias_relu_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double slope, bool bias__absent) {
+void bias_relu_backward_loop(at::TensorIteratorBase& _iter, double slope, bool bias__absent) {
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
   const bool _c0 = bias__absent;
   const opmath_t _u0 = static_cast<opmath_t>(slope);
   [[maybe_unused]] const _fvec _u0v(_u0);
-  const opmath_t _u1 = static_cast<opmath_t>((bias__absent ? 0.0 : 1.0));
-  [[maybe_unused]] const _fvec _u1v(_u1);
-  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto _u0) {
     using _t = decltype(grad);
     return (grad * opgen::where(opgen::gt((_c0 ? x : (x + bias)), _t(0.0)), _t(1.0), _u0));
   };
-  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1) {
-    using _t = decltype(grad);
-    return (grad * (_u1 * opgen::where(opgen::gt((_c0 ? x : (x + bias)), _t(0.0)), _t(1.0), _u0)));
-  };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
-  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
-  // An output not asked for goes to opgen::discarded in vector rows; element by element, every
-  // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
-  // whose arithmetic could differ in the last bit).
-  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
-    const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0);
-    const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0;
-    constexpr int64_t _block = 256;
-    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
-    __at_align__ scalar_t _grad_copies[_block];
-    __at_align__ scalar_t _x_copies[_block];
-    __at_align__ scalar_t _bias_copies[_block];
-    for (int64_t _r = 0; _r < _rows; ++_r) {
-      char* _out0_row = _data[0] + _r * _strides[5];
-      char* _out1_row = _data[1] + _r * _strides[6];
-      const char* _grad_row = _data[2] + _r * _strides[7];
-      const char* _x_row = _data[3] + _r * _strides[8];
-      const char* _bias_row = _data[4] + _r * _strides[9];
-      if (_dense) {
-        if (_strides[2] == 0) {
-          std::fill_n(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
-        }
-        if (_strides[3] == 0) {
-          std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
-        }
-        if (_strides[4] == 0) {
-          std::fill_n(_bias_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_bias_row));
-        }
-        for (int64_t _j = 0; _j < _n; _j += _step) {
-          const scalar_t* _grad = _strides[2] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
-          const scalar_t* _x = _strides[3] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
-          const scalar_t* _bias = _strides[4] == 0 ? _bias_copies : reinterpret_cast<const scalar_t*>(_bias_row) + _j;
-          bias_relu_backward_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), !_store[0] ? nullptr : reinterpret_cast<scalar_t*>(_out0_row) + _j, !_store[1] ? nullptr : reinterpret_cast<scalar_t*>(_out1_row) + _j, _grad, _x, _bias, slope, bias__absent);
-        }
-        continue;
-      }
-      for (int64_t _i = 0; _i < _n; ++_i) {
-        const scalar_t grad = *reinterpret_cast<const scalar_t*>(_grad_row + _i * _strides[2]);
-        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[3]);
-        const scalar_t bias = *reinterpret_cast<const scalar_t*>(_bias_row + _i * _strides[4]);
-        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1));
-        const scalar_t _s1 = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0, _u1));
-        *reinterpret_cast<scalar_t*>(_out0_row + _i * _strides[0]) = _s0;
-        *reinterpret_cast<scalar_t*>(_out1_row + _i * _strides[1]) = _s1;
-      }
-    }
-  });
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad, scalar_t x, scalar_t bias) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), _u0)); },
+        [=](_vec grad, _vec x, _vec bias) -> _vec {
+          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
+          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
+          auto [_bias_lo, _bias_hi] = at::vec::convert_to_float<scalar_t>(bias);
+          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _u0v), _f0(_grad_hi, _x_hi, _bias_hi, _u0v));
+        });
+  } else {
+    at::native::cpu_kernel_vec(
+        _iter,
+        [=](scalar_t grad, scalar_t x, scalar_t bias) -> scalar_t { return _f0(grad, x, bias, _u0); },
+        [=](_vec grad, _vec x, _vec bias) -> _vec { return _f0(grad, x, bias, _u0v); });
+  }
 }
 
 }  // namespace
@@ -303,32 +239,32 @@ void bias_relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const v
   }
 }
 
-void bias_relu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double slope, bool bias__absent) {
+void bias_relu_backward_kernel(at::TensorIteratorBase& _iter, double slope, bool bias__absent) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
-      return bias_relu_backward_loop<float>(_iter, _store, slope, bias__absent);
+      return bias_relu_backward_loop<float>(_iter, slope, bias__absent);
     case at::ScalarType::Double:
-      return bias_relu_backward_loop<double>(_iter, _store, slope, bias__absent);
+      return bias_relu_backward_loop<double>(_iter, slope, bias__absent);
     case at::ScalarType::Half:
-      return bias_relu_backward_loop<at::Half>(_iter, _store, slope, bias__absent);
+      return bias_relu_backward_loop<at::Half>(_iter, slope, bias__absent);
     case at::ScalarType::BFloat16:
-      return bias_relu_backward_loop<at::BFloat16>(_iter, _store, slope, bias__absent);
+      return bias_relu_backward_loop<at::BFloat16>(_iter, slope, bias__absent);
     default:
       TORCH_CHECK_TYPE(false, "golden.bias_relu_backward", "(): no CPU kernel for dtype ", _iter.common_dtype());
   }
 }
 
 
-void bias_relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0, void* _out1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent) {
+void bias_relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent) {
   switch (_dtype) {
     case at::ScalarType::Float:
-      return bias_relu_backward_contiguous_loop<float>(_n, static_cast<float*>(_out0), static_cast<float*>(_out1), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), slope, bias__absent);
+      return bias_relu_backward_contiguous_loop<float>(_n, static_cast<float*>(_out), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), slope, bias__absent);
     case at::ScalarType::Double:
-      return bias_relu_backward_contiguous_loop<double>(_n, static_cast<double*>(_out0), static_cast<double*>(_out1), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), slope, bias__absent);
+      return bias_relu_backward_contiguous_loop<double>(_n, static_cast<double*>(_out), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), slope, bias__absent);
     case at::ScalarType::Half:
-      return bias_relu_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out0), static_cast<at::Half*>(_out1), static_cast<const at::Half*>(_grad_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_bias_ptr), slope, bias__absent);
+      return bias_relu_backward_contiguous_loop<at::Half>(_n, static_cast<at::Half*>(_out), static_cast<const at::Half*>(_grad_ptr), static_cast<const at::Half*>(_x_ptr), static_cast<const at::Half*>(_bias_ptr), slope, bias__absent);
     case at::ScalarType::BFloat16:
-      return bias_relu_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out0), static_cast<at::BFloat16*>(_out1), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_bias_ptr), slope, bias__absent);
+      return bias_relu_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_bias_ptr), slope, bias__absent);
     default:
       TORCH_CHECK_TYPE(false, "golden.bias_relu_backward", "(): no CPU kernel for dtype ", _dtype);
   }

@@ -9,23 +9,23 @@ namespace golden::cpu {
 namespace DEFAULT {
 void bias_relu_kernel(at::TensorIteratorBase& _iter, double slope, bool bias__absent);
 void bias_relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
-void bias_relu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double slope, bool bias__absent);
-void bias_relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
+void bias_relu_backward_kernel(at::TensorIteratorBase& _iter, double slope, bool bias__absent);
+void bias_relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
 void bias_relu_kernel(at::TensorIteratorBase& _iter, double slope, bool bias__absent);
 void bias_relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
-void bias_relu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double slope, bool bias__absent);
-void bias_relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
+void bias_relu_backward_kernel(at::TensorIteratorBase& _iter, double slope, bool bias__absent);
+void bias_relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
 namespace AVX512 {
 void bias_relu_kernel(at::TensorIteratorBase& _iter, double slope, bool bias__absent);
 void bias_relu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
-void bias_relu_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, double slope, bool bias__absent);
-void bias_relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
+void bias_relu_backward_kernel(at::TensorIteratorBase& _iter, double slope, bool bias__absent);
+void bias_relu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, double slope, bool bias__absent);
 }  // namespace AVX512
 #endif
 }  // namespace golden::cpu
@@ -227,12 +227,11 @@ std::tuple<at::Tensor, at::Tensor> bias_relu_backward_dense(const at::Tensor& gr
   [[maybe_unused]] const bool bias__absent = !opgen::is_given(bias__opt);
   const at::Tensor& bias = bias__absent ? grad : *bias__opt;
   const at::ScalarType _dtype = bias_relu_backward_check(grad, x, bias, slope, x__shape, bias__shape, output_mask);
-  // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
-  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
+  // Only the gradients asked for get a buffer.
+  // The gradients of x and bias: one formula, one buffer.
+  at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), { opgen::reduced_shape(grad.sym_sizes(), x__shape), opgen::reduced_shape(grad.sym_sizes(), bias__shape) },
                                                  grad.options().dtype(_dtype), { grad, x, bias });
-  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), bias__shape),
-                                                 grad.options().dtype(_dtype), { grad, x, bias });
-  const at::Tensor& _first = _g0.defined() ? _g0 : _g1;
+  const at::Tensor& _first = _g0;
   if (!_first.defined()) {  // none asked for
     return {};
   }
@@ -250,13 +249,10 @@ std::tuple<at::Tensor, at::Tensor> bias_relu_backward_dense(const at::Tensor& gr
       , decltype(&cpu::DEFAULT::bias_relu_backward_contiguous){}
 #endif
       , /*avx512_in_cache=*/false);
-    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr, grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), slope, bias__absent);
+    _contiguous.for_data(_dtype, grad.numel())(_dtype, grad.numel(), _g0.data_ptr(), grad.const_data_ptr(), x.const_data_ptr(), bias.const_data_ptr(), slope, bias__absent);
   } else if (grad.numel() > 0) {
-    const at::Tensor _o0 = _g0.defined() ? _g0 : at::empty_like(_first);  // else written only by rows the vector loop can't take
-    const at::Tensor _o1 = _g1.defined() ? _g1 : at::empty_like(_first);  // else written only by rows the vector loop can't take
     auto _iter = at::TensorIteratorConfig()
-                     .add_output(_o0)
-                     .add_output(_o1)
+                     .add_output(_g0)
                      .add_const_input(grad)
                      .add_const_input(x)
                      .add_const_input(bias)
@@ -280,10 +276,10 @@ std::tuple<at::Tensor, at::Tensor> bias_relu_backward_dense(const at::Tensor& gr
       , decltype(&cpu::DEFAULT::bias_relu_backward_kernel){}
 #endif
       , /*avx512_in_cache=*/false);
-      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, slope, bias__absent);
+      _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, slope, bias__absent);
     }
   }
-  return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
+  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor> bias_relu_backward_meta(const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& bias__opt, double slope, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, std::array<bool, 2> output_mask) {
@@ -347,7 +343,7 @@ TORCH_LIBRARY_IMPL(golden, ADInplaceOrView, m) {
 // The node's backward calls golden::bias_relu_backward through the dispatcher, so torch.compile
 // and AOTAutograd trace it.
 //   x: grad * where(where(bias is None, x, x + bias) > 0, 1, slope)
-//   bias: grad * (where(bias is None, 0, 1) * where(where(bias is None, x, x + bias) > 0, 1, slope))
+//   bias: grad * where(where(bias is None, x, x + bias) > 0, 1, slope)
 
 namespace golden {
 namespace {
@@ -397,7 +393,7 @@ torch::autograd::variable_list BiasReluBackward::apply(torch::autograd::variable
       _grad_inputs[0] = at::sum_to(at::mul(grad, at::where(at::gt((bias__absent ? x : at::add(x, bias)), _s(0.0)), _s(1.0), _s(static_cast<double>(slope)))), x__shape).to(x__dtype);
     }
     if (this->task_should_compute_output(1)) {
-      _grad_inputs[1] = at::sum_to(at::mul(grad, at::mul(_s(static_cast<double>((bias__absent ? 0.0 : 1.0))), at::where(at::gt((bias__absent ? x : at::add(x, bias)), _s(0.0)), _s(1.0), _s(static_cast<double>(slope))))), bias__shape).to(bias__dtype);
+      _grad_inputs[1] = at::sum_to(at::mul(grad, at::where(at::gt((bias__absent ? x : at::add(x, bias)), _s(0.0)), _s(1.0), _s(static_cast<double>(slope)))), bias__shape).to(bias__dtype);
     }
     return _grad_inputs;
   }
@@ -433,7 +429,7 @@ at::Tensor _tangent_of([[maybe_unused]] const at::Tensor& x, [[maybe_unused]] co
   if (bias__t.defined()) {
     const at::Tensor& grad = bias__t;
     [[maybe_unused]] auto _s = [&](double v) { return at::scalar_tensor(v, grad.options()); };
-    at::Tensor _term = at::mul(grad, at::mul(_s(static_cast<double>((bias__absent ? 0.0 : 1.0))), at::where(at::gt((bias__absent ? x : at::add(x, bias)), _s(0.0)), _s(1.0), _s(static_cast<double>(slope)))));
+    at::Tensor _term = at::mul(grad, at::where(at::gt((bias__absent ? x : at::add(x, bias)), _s(0.0)), _s(1.0), _s(static_cast<double>(slope))));
     _tangent = _tangent.defined() ? at::add(_tangent, _term) : _term;
   }
   return _tangent.expand_symint(result.sym_sizes()).to(result.scalar_type());
