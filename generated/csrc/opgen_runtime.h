@@ -440,30 +440,21 @@ inline void reject_forward_grad_for_out(const c10::OperatorHandle& op, const tor
   }
 }
 
-// The buffer a backward kernel writes an input's gradient into, of the incoming gradient's shape
-// `full`: laid out like the op's outputs (new_output) when that is the gradient's own `shape`,
-// else contiguous, which at::sum_to reduces to a contiguous gradient. gradient_meta agrees.
-inline at::Tensor new_gradient_buffer(c10::SymIntArrayRef full, c10::SymIntArrayRef shape, const at::TensorOptions& options,
+// The buffer a backward kernel writes gradients into, of the incoming gradient's shape `full`:
+// laid out like the op's outputs (new_output), every buffer of one call alike, so one flat loop
+// or one TensorIterator order serves them all (a reduced input's buffer laid out otherwise was
+// filled in the others' order by the flat loop).
+inline at::Tensor new_gradient_buffer(c10::SymIntArrayRef full, const at::TensorOptions& options,
                                       std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
-  return full.equals(shape) ? new_output(full, options, inputs) : new_output(full, options);
+  return new_output(full, options, inputs);
 }
-// One buffer for the gradients of several inputs whose formulas are the same (bias_gelu's x and
-// bias): laid out as the gradient of an input of the full shape, when one is (that gradient is
-// the buffer itself); the others are summed from it by shared_gradient.
-inline at::Tensor new_gradient_buffer(c10::SymIntArrayRef full, std::initializer_list<c10::SymDimVector> shapes,
-                                      const at::TensorOptions& options,
-                                      std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {
-  for (const c10::SymDimVector& shape : shapes) {
-    if (full.equals(shape)) {
-      return new_output(full, options, inputs);
-    }
+// An input's gradient from its buffer: the buffer itself for an input of the full shape, else
+// summed to the input's shape, contiguous (gradient_meta agrees).
+inline at::Tensor summed_gradient(const at::Tensor& buffer, c10::SymIntArrayRef shape) {
+  if (buffer.sym_sizes().equals(shape)) {
+    return buffer;
   }
-  return new_output(full, options);
-}
-inline at::Tensor shared_gradient(const at::Tensor& buffer, c10::SymIntArrayRef shape) {
-  at::Tensor g = at::sum_to(buffer, shape);
-  // summed from a buffer laid out like the inputs: contiguous, as gradient_meta says
-  return buffer.sym_sizes().equals(shape) ? g : g.contiguous();
+  return at::sum_to(buffer, shape).contiguous();
 }
 inline at::Tensor gradient_meta(c10::SymIntArrayRef full, c10::SymIntArrayRef shape, const at::TensorOptions& options,
                                 std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs) {

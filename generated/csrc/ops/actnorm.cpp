@@ -267,10 +267,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
   const at::ScalarType _dtype = actnorm_backward_check(grad, x, bias, log_scale, x__shape, bias__shape, log_scale__shape, output_mask);
   // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
   // The gradients of x and bias: one formula, one buffer.
-  at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), { opgen::reduced_shape(grad.sym_sizes(), x__shape), opgen::reduced_shape(grad.sym_sizes(), bias__shape) },
-                                                 grad.options().dtype(_dtype), { grad, x, bias, log_scale });
-  at::Tensor _g2 = !output_mask[2] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), log_scale__shape),
-                                                 grad.options().dtype(_dtype), { grad, x, bias, log_scale });
+  at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad, x, bias, log_scale });
+  at::Tensor _g2 = !output_mask[2] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad, x, bias, log_scale });
   const at::Tensor& _first = _g0.defined() ? _g0 : _g2;
   if (!_first.defined()) {  // none asked for
     return {};
@@ -383,7 +383,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, std::array<bool, 2>{output_mask[0] || output_mask[1], output_mask[2]});
     }
   }
-  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)), !_g2.defined() ? at::Tensor() : at::sum_to(_g2, opgen::reduced_shape(grad.sym_sizes(), log_scale__shape)));
+  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)), !output_mask[2] ? at::Tensor() : opgen::summed_gradient(_g2, opgen::reduced_shape(grad.sym_sizes(), log_scale__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_meta(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& bias, const at::Tensor& log_scale, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, c10::SymIntArrayRef log_scale__shape, std::array<bool, 3> output_mask) {

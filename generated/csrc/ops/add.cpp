@@ -211,8 +211,8 @@ at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::Sym
 
 at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = add_backward_check(grad, alpha, b__shape);
-  at::Tensor _g1 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), b__shape),
-                                                 grad.options().dtype(_dtype), { grad });
+  at::Tensor _g1 = opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad });
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g1, { grad })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::add_backward_contiguous
@@ -255,7 +255,7 @@ at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntA
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, alpha);
     }
   }
-  return at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), b__shape));
+  return opgen::summed_gradient(_g1, opgen::reduced_shape(grad.sym_sizes(), b__shape));
 }
 
 at::Tensor add_backward_meta(const at::Tensor& grad, double alpha, c10::SymIntArrayRef b__shape) {

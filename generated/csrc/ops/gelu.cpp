@@ -178,8 +178,8 @@ at::ScalarType gelu_backward_check(const at::Tensor& grad, const at::Tensor& x, 
 
 at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = gelu_backward_check(grad, x, approximate, x__shape);
-  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
-                                                 grad.options().dtype(_dtype), { grad, x });
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad, x });
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, x })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::gelu_backward_contiguous
@@ -223,7 +223,7 @@ at::Tensor gelu_backward_dense(const at::Tensor& grad, const at::Tensor& x, c10:
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, approximate);
     }
   }
-  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
+  return opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
 }
 
 at::Tensor gelu_backward_meta(const at::Tensor& grad, const at::Tensor& x, c10::string_view approximate, c10::SymIntArrayRef x__shape) {

@@ -177,8 +177,8 @@ at::ScalarType sigmoid_backward_check(const at::Tensor& grad, const at::Tensor& 
 
 at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {
   const at::ScalarType _dtype = sigmoid_backward_check(grad, result, x__shape);
-  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
-                                                 grad.options().dtype(_dtype), { grad, result });
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad, result });
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad, result })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sigmoid_backward_contiguous
@@ -222,7 +222,7 @@ at::Tensor sigmoid_backward_dense(const at::Tensor& grad, const at::Tensor& resu
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter);
     }
   }
-  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
+  return opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape));
 }
 
 at::Tensor sigmoid_backward_meta(const at::Tensor& grad, const at::Tensor& result, c10::SymIntArrayRef x__shape) {

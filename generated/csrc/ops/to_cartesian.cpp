@@ -239,10 +239,10 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
   [[maybe_unused]] const at::Tensor& grad_y = grad_y__given ? *grad_y__opt : _given;
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape, output_mask);
   // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
-  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), r__shape),
-                                                 grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y });
-  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad_x.sym_sizes(), opgen::reduced_shape(grad_x.sym_sizes(), theta__shape),
-                                                 grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y });
+  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad_x.sym_sizes(), grad_x.options().dtype(_dtype),
+                                                 { grad_x, grad_y, theta, x, y });
+  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad_x.sym_sizes(), grad_x.options().dtype(_dtype),
+                                                 { grad_x, grad_y, theta, x, y });
   const at::Tensor& _first = _g0.defined() ? _g0 : _g1;
   if (!_first.defined()) {  // none asked for
     return {};
@@ -360,7 +360,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, grad_x__given, grad_y__given);
     }
   }
-  return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));
+  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::summed_gradient(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), !output_mask[1] ? at::Tensor() : opgen::summed_gradient(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_meta(const std::optional<at::Tensor>& grad_x__opt, const std::optional<at::Tensor>& grad_y__opt, const at::Tensor& theta, const at::Tensor& x, const at::Tensor& y, c10::SymIntArrayRef r__shape, c10::SymIntArrayRef theta__shape, std::array<bool, 2> output_mask) {

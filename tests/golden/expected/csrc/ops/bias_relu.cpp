@@ -229,8 +229,8 @@ std::tuple<at::Tensor, at::Tensor> bias_relu_backward_dense(const at::Tensor& gr
   const at::ScalarType _dtype = bias_relu_backward_check(grad, x, bias, slope, x__shape, bias__shape, output_mask);
   // Only the gradients asked for get a buffer.
   // The gradients of x and bias: one formula, one buffer.
-  at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), { opgen::reduced_shape(grad.sym_sizes(), x__shape), opgen::reduced_shape(grad.sym_sizes(), bias__shape) },
-                                                 grad.options().dtype(_dtype), { grad, x, bias });
+  at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad, x, bias });
   const at::Tensor& _first = _g0;
   if (!_first.defined()) {  // none asked for
     return {};
@@ -279,7 +279,7 @@ std::tuple<at::Tensor, at::Tensor> bias_relu_backward_dense(const at::Tensor& gr
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, slope, bias__absent);
     }
   }
-  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : opgen::shared_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
+  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor> bias_relu_backward_meta(const at::Tensor& grad, const at::Tensor& x, const std::optional<at::Tensor>& bias__opt, double slope, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, std::array<bool, 2> output_mask) {

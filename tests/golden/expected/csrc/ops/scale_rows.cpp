@@ -268,10 +268,10 @@ at::ScalarType scale_rows_backward_check(const at::Tensor& grad, const at::Tenso
 std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape, std::array<bool, 2> output_mask) {
   const at::ScalarType _dtype = scale_rows_backward_check(grad, x, scale, offset, power, x__shape, scale__shape, output_mask);
   // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
-  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), x__shape),
-                                                 grad.options().dtype(_dtype), { grad, x, scale });
-  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), scale__shape),
-                                                 grad.options().dtype(_dtype), { grad, x, scale });
+  at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad, x, scale });
+  at::Tensor _g1 = !output_mask[1] ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad, x, scale });
   const at::Tensor& _first = _g0.defined() ? _g0 : _g1;
   if (!_first.defined()) {  // none asked for
     return {};
@@ -385,7 +385,7 @@ std::tuple<at::Tensor, at::Tensor> scale_rows_backward_dense(const at::Tensor& g
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, output_mask, offset.toDouble(), power);
     }
   }
-  return std::make_tuple(!_g0.defined() ? at::Tensor() : at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !_g1.defined() ? at::Tensor() : at::sum_to(_g1, opgen::reduced_shape(grad.sym_sizes(), scale__shape)));
+  return std::make_tuple(!output_mask[0] ? at::Tensor() : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : opgen::summed_gradient(_g1, opgen::reduced_shape(grad.sym_sizes(), scale__shape)));
 }
 
 std::tuple<at::Tensor, at::Tensor> scale_rows_backward_meta(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& scale, const at::Scalar& offset, int64_t power, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef scale__shape, std::array<bool, 2> output_mask) {

@@ -154,8 +154,8 @@ at::Tensor sincos_backward_dense(const std::optional<at::Tensor>& grad_sin__opt,
   [[maybe_unused]] const bool grad_cos__given = opgen::is_given(grad_cos__opt);
   [[maybe_unused]] const at::Tensor& grad_cos = grad_cos__given ? *grad_cos__opt : _given;
   const at::ScalarType _dtype = sincos_backward_check(grad_sin, grad_cos, x, scale, x__shape);
-  at::Tensor _g0 = opgen::new_gradient_buffer(grad_sin.sym_sizes(), opgen::reduced_shape(grad_sin.sym_sizes(), x__shape),
-                                                 grad_sin.options().dtype(_dtype), { grad_sin, grad_cos, x });
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad_sin.sym_sizes(), grad_sin.options().dtype(_dtype),
+                                                 { grad_sin, grad_cos, x });
   if (grad_sin.numel() > 0 && grad_sin.is_cpu() && opgen::same_dense_layout(_g0, { grad_sin, grad_cos, x })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::sincos_backward_contiguous
@@ -200,7 +200,7 @@ at::Tensor sincos_backward_dense(const std::optional<at::Tensor>& grad_sin__opt,
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, scale, grad_sin__given, grad_cos__given);
     }
   }
-  return at::sum_to(_g0, opgen::reduced_shape(grad_sin.sym_sizes(), x__shape));
+  return opgen::summed_gradient(_g0, opgen::reduced_shape(grad_sin.sym_sizes(), x__shape));
 }
 
 at::Tensor sincos_backward_meta(const std::optional<at::Tensor>& grad_sin__opt, const std::optional<at::Tensor>& grad_cos__opt, const at::Tensor& x, double scale, c10::SymIntArrayRef x__shape) {

@@ -184,8 +184,8 @@ at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight
 
 at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape);
-  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), opgen::reduced_shape(grad.sym_sizes(), a__shape),
-                                                 grad.options().dtype(_dtype), { grad });
+  at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
+                                                 { grad });
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad })) {
     // Every input of the grad's shape and layout, dense, of the computation dtype: the flat vectorized loop.
     static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_backward_contiguous
@@ -228,7 +228,7 @@ at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c1
       _kernel.for_data(_iter.common_dtype(), _iter.numel())(_iter, weight);
     }
   }
-  return at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape));
+  return opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape));
 }
 
 at::Tensor weighted_sum_backward_meta(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
