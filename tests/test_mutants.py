@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MUTANTS = [
     ("weighted_sum", "csrc/kernels/weighted_sum_cpu.cpp", "((_u0 * a) + b)", "((_u0 * a) - b)", None),
     ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.044715)", "_t(0.04)", None),
-    ("weighted_sum", "csrc/ops/weighted_sum.cpp", "at::sum_to(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape))", "_g0", None),
+    ("weighted_sum", "csrc/ops/weighted_sum.cpp", "opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape))", "_g0", None),
     ("gelu", "csrc/ops/gelu.cpp", "at::ScalarType::BFloat16 }", "at::ScalarType::BFloat16, at::ScalarType::Long }", None),
     ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.7978845608028654)", "_t(0.79)", "void gelu_backward_loop"),
 ]
