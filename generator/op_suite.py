@@ -134,6 +134,17 @@ def _assert_close(outs, expected, dtype: str, what: str) -> None:
         testing.assert_close_to_reference(o, e, dtype, f"{what} (output {i})" if len(outs) > 1 else what)
 
 
+def _gradients(fn, op: OpSpec, tensors, wanted, attrs, dtype=None, incoming=None) -> tuple[torch.Tensor, ...]:
+    """The gradients of ``wanted`` through ``fn`` (an op or its reference), inputs cast to ``dtype``
+    if given: of `_total` of the outputs, or of the outputs with ``incoming`` gradients."""
+    leaves = {k: (v.detach() if dtype is None else v.detach().to(dtype)).requires_grad_(k in wanted) for k, v in tensors.items()}
+    args, kwargs = _call_args(op, leaves, attrs)
+    outs = fn(*args, **kwargs)
+    if incoming is None:
+        return torch.autograd.grad(_total(outs), [leaves[n] for n in wanted])
+    return torch.autograd.grad(_outs(outs), [leaves[n] for n in wanted], [g.to(dtype or g.dtype) for g in incoming])
+
+
 @pytest.mark.parametrize("dtype", list(DTYPES))
 def test_matches_reference(op, dtype, typed_api):
     if dtype not in [d.name for d in op.dtypes]:
@@ -229,19 +240,14 @@ def test_broadcast_inputs_beside_a_dense_layout(op, built_ops, typed_api):
     if op.gradient is None:
         return
     names = _differentiable(op)
-    leaves = {n: t.detach().requires_grad_(n in names) for n, t in tensors.items()}
-    args, kwargs = _call_args(op, leaves, attrs)
-    outs = _outs(getattr(typed_api, op.name)(*args, **kwargs))
     incoming = [torch.randn(o.shape, generator=gen, dtype=o.dtype).contiguous(memory_format=torch.channels_last) for o in outs]
-    grads = torch.autograd.grad(outs, [leaves[n] for n in names], incoming)
-    leaves64 = {k: v.detach().double().requires_grad_(k in names) for k, v in tensors.items()}
-    args64, kwargs64 = _call_args(op, leaves64, attrs)
-    want = torch.autograd.grad(_outs(testing.reference_fn(NAMESPACE, op)(*args64, **kwargs64)), [leaves64[n] for n in names],
-                               [g.double() for g in incoming])
+    grads = _gradients(getattr(typed_api, op.name), op, tensors, names, attrs, incoming=incoming)
+    want = _gradients(testing.reference_fn(NAMESPACE, op), op, tensors, names, attrs, torch.float64, incoming)
     for n, g, w in zip(names, grads, want):
         assert g.stride() == (strides if n == first else (1,)), f"{op.name}: the gradient of '{n}' has strides {g.stride()}"
         torch.testing.assert_close(g.double(), w, rtol=1e-4, atol=1e-4 * (1 + w.abs().max().item()),
                                    msg=lambda m: f"{op.name}: gradient of {n}\n{m}")
+    args, kwargs = _call_args(op, {n: t.detach().requires_grad_(n in names) for n, t in tensors.items()}, attrs)
     torch.library.opcheck(getattr(built_ops, op.name).default, args, kwargs)
 
 
@@ -456,12 +462,8 @@ def test_several_outputs_layouts(several, layout, typed_api):
     names = _differentiable(op)
     every = {}
     for wanted in ([names] if len(names) > 1 else []) + [[n] for n in names]:
-        leaves = {k: v.detach().requires_grad_(k in wanted) for k, v in tensors.items()}
-        args, kwargs = _call_args(op, leaves, attrs)
-        got = torch.autograd.grad(_total(getattr(typed_api, op.name)(*args, **kwargs)), [leaves[n] for n in wanted])
-        leaves64 = {k: v.detach().double().requires_grad_(k in wanted) for k, v in tensors.items()}
-        args, kwargs = _call_args(op, leaves64, attrs)
-        want = torch.autograd.grad(_total(testing.reference_fn(NAMESPACE, op)(*args, **kwargs)), [leaves64[n] for n in wanted])
+        got = _gradients(getattr(typed_api, op.name), op, tensors, wanted, attrs)
+        want = _gradients(testing.reference_fn(NAMESPACE, op), op, tensors, wanted, attrs, torch.float64)
         for n, g, w in zip(wanted, got, want):
             assert g.shape == tensors[n].shape, f"{op.name} {layout}: gradient of {n} has shape {tuple(g.shape)}"
             if len(wanted) > 1:
@@ -531,15 +533,9 @@ def test_hoisted_sub_expressions(hoisting, layout, typed_api):
         return
     tensors = inputs("float32")
     names = _differentiable(op)
-
-    def gradients(api_or_ref, tensors, wanted, dtype=None):
-        leaves = {k: (v.detach() if dtype is None else v.detach().to(dtype)).requires_grad_(k in wanted) for k, v in tensors.items()}
-        args, kwargs = _call_args(op, leaves, attrs)
-        return torch.autograd.grad(_total(api_or_ref(*args, **kwargs)), [leaves[n] for n in wanted])
-
-    every = dict(zip(names, gradients(getattr(typed_api, op.name), tensors, names)))
-    want = dict(zip(names, gradients(testing.reference_fn(NAMESPACE, op), tensors, names, torch.float64)))
-    fused = dict(zip(names, gradients(getattr(typed_api, op.name), expanded(tensors), names)))
+    every = dict(zip(names, _gradients(getattr(typed_api, op.name), op, tensors, names, attrs)))
+    want = dict(zip(names, _gradients(testing.reference_fn(NAMESPACE, op), op, tensors, names, attrs, torch.float64)))
+    fused = dict(zip(names, _gradients(getattr(typed_api, op.name), op, expanded(tensors), names, attrs)))
     for n in names:
         g, w = every[n], want[n]
         assert g.shape == tensors[n].shape, f"{op.name} {layout}: gradient of {n} has shape {tuple(g.shape)}"
@@ -549,7 +545,7 @@ def test_hoisted_sub_expressions(hoisting, layout, typed_api):
         torch.testing.assert_close(g, fused[n].sum_to_size(g.shape), rtol=1e-5, atol=1e-5 * (1 + w.abs().max().item()),
                                    msg=lambda m: f"{op.name} {layout}: gradient of {n}, hoisted vs fused\n{m}")
         if len(names) > 1:
-            (alone,) = gradients(getattr(typed_api, op.name), tensors, [n])
+            (alone,) = _gradients(getattr(typed_api, op.name), op, tensors, [n], attrs)
             torch.testing.assert_close(alone, g, rtol=0, atol=0, equal_nan=True,
                                        msg=lambda m: f"{op.name} {layout}: gradient of {n} alone differs from all together\n{m}")
 
