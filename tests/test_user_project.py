@@ -375,7 +375,8 @@ ADAM_STEP = {"signature": "adam_step(Tensor p, Tensor m, Tensor v, *, float lr=0
              "kernel": {"pointwise": "p - lr * (m / (1 - betas[0] ** steps[0])) / (sqrt(v / (1 - betas[1] ** steps[1])) + eps)"},
              "gradient": "auto", "test": {"ranges": {"v": [0.01, 2]}}}
 
-# Optional tensors in a pointwise kernel (an absent one gets a stand-in the kernel never uses).
+# Optional tensors in a pointwise kernel (an absent one gets a stand-in the kernel never uses); under
+# autocast, promoted with the others (the generated test gives x the autocast dtype, them float32).
 _BIASED = "where(bias is None, x, x + bias)"
 BIAS_GELU = {"signature": "bias_gelu(Tensor x, Tensor? bias=None, Tensor? residual=None, *, float scale=1.0) -> Tensor",
              "doc": "scale * gelu(x + bias) + residual, GELU's tanh form; bias and residual are optional.",
@@ -383,7 +384,7 @@ BIAS_GELU = {"signature": "bias_gelu(Tensor x, Tensor? bias=None, Tensor? residu
              "checks": ["bias is None or bias.dim() <= 1"],
              "kernel": {"pointwise": f"scale * 0.5 * {_BIASED} * (1 + tanh(0.7978845608028654 * ({_BIASED} + 0.044715 * "
                                      f"{_BIASED} ** 3))) + where(residual is None, 0, residual)"},
-             "gradient": "auto", "variants": ["out", "inplace"],
+             "gradient": "auto", "variants": ["out", "inplace"], "autocast": "promote",
              "test": {"shapes": {"x": [3, 4], "bias": [4], "residual": [3, 1]}}}
 
 # ... and in a shape rule and checks of a hand-written kernel: a SymInt[2], whose elements are sizes

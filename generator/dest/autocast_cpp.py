@@ -30,6 +30,7 @@ def emit(op: OpSpec, lib: Library) -> Part | None:
         returns_type=cpp.returns_type(op.schema),
         op_type=f"{cpp.returns_type(op.schema)}({', '.join(cpp.argument_type(a.type) for a in args)})",
         arguments=[(a.name, a.type.base == "Tensor") for a in args],
-        tensors=[a.name for a in args if a.type.base == "Tensor"],
+        tensors=[a.name for a in args if a.type.base == "Tensor" and not a.type.optional],
+        optional_tensors=[a.name for a in args if a.type.base == "Tensor" and a.type.optional],
     )
     return Part(TEMPLATE, text)

@@ -420,8 +420,8 @@ at::Tensor weighted_sum_autocast_cpu(const at::Tensor& a, const at::Tensor& b, d
       .findSchemaOrThrow("golden::weighted_sum", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
   c10::impl::ExcludeDispatchKeyGuard _no_autocast(c10::DispatchKey::AutocastCPU);
-  const at::ScalarType _to = at::autocast::promote_type(at::autocast::get_autocast_dtype(c10::DeviceType::CPU),
-                                                        c10::DeviceType::CPU, a, b);
+  const at::ScalarType _to = at::autocast::promote_type(
+      at::autocast::get_autocast_dtype(c10::DeviceType::CPU), c10::DeviceType::CPU, a, b);
   return _op.call(at::autocast::cached_cast(_to, a, c10::DeviceType::CPU), at::autocast::cached_cast(_to, b, c10::DeviceType::CPU), weight);
 }
 
@@ -430,8 +430,8 @@ at::Tensor weighted_sum_autocast_cuda(const at::Tensor& a, const at::Tensor& b, 
       .findSchemaOrThrow("golden::weighted_sum", "")
       .typed<at::Tensor(const at::Tensor&, const at::Tensor&, double)>();
   c10::impl::ExcludeDispatchKeyGuard _no_autocast(c10::DispatchKey::AutocastCUDA);
-  const at::ScalarType _to = at::autocast::promote_type(at::autocast::get_autocast_dtype(c10::DeviceType::CUDA),
-                                                        c10::DeviceType::CUDA, a, b);
+  const at::ScalarType _to = at::autocast::promote_type(
+      at::autocast::get_autocast_dtype(c10::DeviceType::CUDA), c10::DeviceType::CUDA, a, b);
   return _op.call(at::autocast::cached_cast(_to, a, c10::DeviceType::CUDA), at::autocast::cached_cast(_to, b, c10::DeviceType::CUDA), weight);
 }
 
