@@ -266,6 +266,12 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
     # -fopenmp: at::parallel_for is inline; without it the flat contiguous loops run on one thread
     common = ["-std=c++20", "-fPIC", "-fvisibility=hidden", "-fopenmp", "-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Wno-psabi", "-Wno-maybe-uninitialized",
               "-Werror", *opt, *san, *torch_cflags, *(["-DOPGEN_WITH_CUDA"] if cuda else [])]
+    # g++ fuses a multiply and an add into an FMA only where the product has no other use, so
+    # the same formula could round differently in two loops that compute different things
+    # beside it (a fused backward's loop of one gradient and its loop of all); kernels are
+    # compiled without contraction, as the C++ standard reads them. No cost measured: the vector
+    # math that wants FMAs (ATen's Sleef, opgen_math.h's polynomials) calls them explicitly.
+    kernel_only = ["-ffp-contract=off"]
     caps = capabilities()
     # Only the translation units see these: the shared precompiled header must not depend on them.
     unit_only = [f"-I{csrc}", *(f"-DOPGEN_HAVE_{cap}" for cap in caps if cap != "DEFAULT"), "-Winvalid-pch", "-Wno-error=invalid-pch"]
@@ -320,7 +326,7 @@ def write_ninja(config: ProjectConfig, *, debug: bool = False, sanitize: str | N
             obj = str(build / "obj" / cap / (src + ".o"))
             n.build(obj, "cxx", str(path), implicit=[gch],
                     variables={"capflags": " ".join(CAPABILITY_FLAGS[cap]), "capname": cap, "pch_header": header,
-                               "unitflags": " ".join(opt_call_path if kind == "ops" else []), "label": src})
+                               "unitflags": " ".join(opt_call_path if kind == "ops" else kernel_only if kind == "kernels" else []), "label": src})
             objects.append(obj)
     library = str(library_path(config, debug=debug, sanitize=sanitize, cuda=cuda))
     n.build(library, "link", objects)

@@ -168,6 +168,8 @@ def test_the_shipped_build_includes_the_shared_header_and_keeps_project_flags_ou
                         ("csrc/library.cpp", "opgen_pch.h"), ("specs/linear.cpu.cpp", "opgen_pch.h")):
         block = text[text.index(f"{config.build_dir}/obj/DEFAULT/{unit}.o:"):].split("\nbuild ")[0]
         assert f"pch_header = {header_of[entry]}" in block, (unit, block)
+        # kernels without FMA contraction (a fused backward's loops of one gradient and of all agree bit for bit)
+        assert ("-ffp-contract=off" in block) == ("kernels/" in unit), (unit, block)
 
 
 def test_the_header_it_precompiles_decides_the_key(tmp_path, cxx):

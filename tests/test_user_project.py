@@ -387,6 +387,14 @@ BIAS_GELU = {"signature": "bias_gelu(Tensor x, Tensor? bias=None, Tensor? residu
              "gradient": "auto", "variants": ["out", "inplace"], "autocast": "promote",
              "test": {"shapes": {"x": [3, 4], "bias": [4], "residual": [3, 1]}}}
 
+# A product both gradient formulas share, added in one (an FMA candidate when that loop runs alone)
+# and multiplied in the other: the generic suite's "each gradient alone the same bit for bit as all
+# together" failed on it until kernels were compiled with -ffp-contract=off.
+SHARED_PRODUCT = {"signature": "shared_product(Tensor a, Tensor b) -> Tensor", "dtypes": ["float32", "float64"],
+                  "shape": "broadcast(a, b)", "kernel": {"pointwise": "a * a * b / 2 + a"},
+                  "gradient": {"a": "grad * a * b + grad", "b": "grad * a * b * a / (2 * b)"},
+                  "test": {"ranges": {"b": [0.5, 2]}}}
+
 # ... and in a shape rule and checks of a hand-written kernel: a SymInt[2], whose elements are sizes
 # there (symbolic under torch.compile), and a bool[2].
 PAD_ROWS = {"signature": "pad_rows(Tensor x, SymInt[2] pad=[1, 1], bool[2] fill=[True, False]) -> Tensor",
@@ -557,6 +565,7 @@ def test_init_generate_build_load(tmp_path, built_ops):
     (project / "specs" / "hw_scale.cpu.cpp").write_text(HW_SCALE_KERNEL)
     (project / "specs" / "adam_step.yaml").write_text(yaml.safe_dump(ADAM_STEP))
     (project / "specs" / "bias_gelu.yaml").write_text(yaml.safe_dump(BIAS_GELU))
+    (project / "specs" / "shared_product.yaml").write_text(yaml.safe_dump(SHARED_PRODUCT))
     (project / "specs" / "pad_rows.yaml").write_text(yaml.safe_dump(PAD_ROWS))
     (project / "specs" / "pad_rows.cpu.cpp").write_text(PAD_ROWS_KERNEL)
     (project / "specs" / "every_attribute.yaml").write_text(yaml.safe_dump(EVERY_ATTRIBUTE))

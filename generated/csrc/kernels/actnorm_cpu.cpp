@@ -108,10 +108,134 @@ void actnorm_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
-// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
+// of its own, which computes and reads only what its formula needs; several get the loop of all,
+// whose other values go to opgen::discarded (a sink). Kernels are compiled with
+// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+template <typename scalar_t>
+void actnorm_backward_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto log_scale) {
+    using _t = decltype(grad);
+    return (grad * opgen::exp(log_scale));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_bias_lo, _bias_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_bias_ptr + _i));
+      auto [_log_scale_lo, _log_scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_log_scale_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _log_scale_lo), _f0(_grad_hi, _x_hi, _bias_hi, _log_scale_hi)).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t bias = _bias_ptr[_i];
+      const scalar_t log_scale = _log_scale_ptr[_i];
+      _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(log_scale)));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec bias = _vec::loadu(_bias_ptr + _i + _k * _vec::size());
+        const _vec log_scale = _vec::loadu(_log_scale_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad, x, bias, log_scale);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec bias = _vec::loadu(_bias_ptr + _i);
+      const _vec log_scale = _vec::loadu(_log_scale_ptr + _i);
+      _f0(grad, x, bias, log_scale).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t bias = _bias_ptr[_i];
+      const scalar_t log_scale = _log_scale_ptr[_i];
+      _out0[_i] = _f0(grad, x, bias, log_scale);
+    }
+  }
+}
+
+template <typename scalar_t>
+void actnorm_backward_contiguous_chunk_only1(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto log_scale) {
+    using _t = decltype(grad);
+    return (grad * ((x + bias) * opgen::exp(log_scale)));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_bias_lo, _bias_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_bias_ptr + _i));
+      auto [_log_scale_lo, _log_scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_log_scale_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _bias_lo, _log_scale_lo), _f1(_grad_hi, _x_hi, _bias_hi, _log_scale_hi)).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t bias = _bias_ptr[_i];
+      const scalar_t log_scale = _log_scale_ptr[_i];
+      _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(log_scale)));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec bias = _vec::loadu(_bias_ptr + _i + _k * _vec::size());
+        const _vec log_scale = _vec::loadu(_log_scale_ptr + _i + _k * _vec::size());
+        _r1[_k] = _f1(grad, x, bias, log_scale);
+      }
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec bias = _vec::loadu(_bias_ptr + _i);
+      const _vec log_scale = _vec::loadu(_log_scale_ptr + _i);
+      _f1(grad, x, bias, log_scale).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t bias = _bias_ptr[_i];
+      const scalar_t log_scale = _log_scale_ptr[_i];
+      _out1[_i] = _f1(grad, x, bias, log_scale);
+    }
+  }
+}
+
 template <typename scalar_t>
 void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
+  if (_out1 == nullptr) {
+    return actnorm_backward_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);
+  }
+  if (_out0 == nullptr) {
+    return actnorm_backward_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);
+  }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -456,10 +580,134 @@ void actnorm_from_hoisted_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
-// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
+// of its own, which computes and reads only what its formula needs; several get the loop of all,
+// whose other values go to opgen::discarded (a sink). Kernels are compiled with
+// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+template <typename scalar_t>
+void actnorm_backward_from_hoisted_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto hoisted__0) {
+    using _t = decltype(grad);
+    return (grad * hoisted__0);
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_bias_lo, _bias_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_bias_ptr + _i));
+      auto [_hoisted__0_lo, _hoisted__0_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__0_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _bias_lo, _hoisted__0_lo), _f0(_grad_hi, _x_hi, _bias_hi, _hoisted__0_hi)).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t bias = _bias_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(hoisted__0)));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec bias = _vec::loadu(_bias_ptr + _i + _k * _vec::size());
+        const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad, x, bias, hoisted__0);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec bias = _vec::loadu(_bias_ptr + _i);
+      const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i);
+      _f0(grad, x, bias, hoisted__0).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t bias = _bias_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      _out0[_i] = _f0(grad, x, bias, hoisted__0);
+    }
+  }
+}
+
+template <typename scalar_t>
+void actnorm_backward_from_hoisted_contiguous_chunk_only1(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto bias, [[maybe_unused]] auto hoisted__0) {
+    using _t = decltype(grad);
+    return (grad * ((x + bias) * hoisted__0));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_bias_lo, _bias_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_bias_ptr + _i));
+      auto [_hoisted__0_lo, _hoisted__0_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__0_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _bias_lo, _hoisted__0_lo), _f1(_grad_hi, _x_hi, _bias_hi, _hoisted__0_hi)).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t bias = _bias_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(bias), static_cast<opmath_t>(hoisted__0)));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec bias = _vec::loadu(_bias_ptr + _i + _k * _vec::size());
+        const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i + _k * _vec::size());
+        _r1[_k] = _f1(grad, x, bias, hoisted__0);
+      }
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec bias = _vec::loadu(_bias_ptr + _i);
+      const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i);
+      _f1(grad, x, bias, hoisted__0).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t bias = _bias_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      _out1[_i] = _f1(grad, x, bias, hoisted__0);
+    }
+  }
+}
+
 template <typename scalar_t>
 void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
+  if (_out1 == nullptr) {
+    return actnorm_backward_from_hoisted_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);
+  }
+  if (_out0 == nullptr) {
+    return actnorm_backward_from_hoisted_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);
+  }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;

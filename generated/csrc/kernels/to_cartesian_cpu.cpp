@@ -142,10 +142,148 @@ void to_cartesian_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
-// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
+// of its own, which computes and reads only what its formula needs; several get the loop of all,
+// whose other values go to opgen::discarded (a sink). Kernels are compiled with
+// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+template <typename scalar_t>
+void to_cartesian_backward_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  [[maybe_unused]] const bool _c0 = grad_x__given;
+  [[maybe_unused]] const bool _c1 = grad_y__given;
+  auto _f0 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
+    using _t = decltype(grad_x);
+    return ((_c0 ? (grad_x * opgen::cos(theta)) : _t(0.0)) + (_c1 ? (grad_y * opgen::sin(theta)) : _t(0.0)));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_x_lo, _grad_x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_x_ptr + _i));
+      auto [_grad_y_lo, _grad_y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_y_ptr + _i));
+      auto [_theta_lo, _theta_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_theta_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_y_lo, _y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_y_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_x_lo, _grad_y_lo, _theta_lo, _x_lo, _y_lo), _f0(_grad_x_hi, _grad_y_hi, _theta_hi, _x_hi, _y_hi)).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad_x = _grad_x_ptr[_i];
+      const scalar_t grad_y = _grad_y_ptr[_i];
+      const scalar_t theta = _theta_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t y = _y_ptr[_i];
+      _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad_x = _vec::loadu(_grad_x_ptr + _i + _k * _vec::size());
+        const _vec grad_y = _vec::loadu(_grad_y_ptr + _i + _k * _vec::size());
+        const _vec theta = _vec::loadu(_theta_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec y = _vec::loadu(_y_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad_x, grad_y, theta, x, y);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad_x = _vec::loadu(_grad_x_ptr + _i);
+      const _vec grad_y = _vec::loadu(_grad_y_ptr + _i);
+      const _vec theta = _vec::loadu(_theta_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec y = _vec::loadu(_y_ptr + _i);
+      _f0(grad_x, grad_y, theta, x, y).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad_x = _grad_x_ptr[_i];
+      const scalar_t grad_y = _grad_y_ptr[_i];
+      const scalar_t theta = _theta_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t y = _y_ptr[_i];
+      _out0[_i] = _f0(grad_x, grad_y, theta, x, y);
+    }
+  }
+}
+
+template <typename scalar_t>
+void to_cartesian_backward_contiguous_chunk_only1(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  [[maybe_unused]] const bool _c0 = grad_x__given;
+  [[maybe_unused]] const bool _c1 = grad_y__given;
+  auto _f1 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto theta, [[maybe_unused]] auto x, [[maybe_unused]] auto y) {
+    using _t = decltype(grad_x);
+    return ((_c1 ? (grad_y * x) : _t(0.0)) - (_c0 ? (grad_x * y) : _t(0.0)));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_x_lo, _grad_x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_x_ptr + _i));
+      auto [_grad_y_lo, _grad_y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_y_ptr + _i));
+      auto [_theta_lo, _theta_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_theta_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_y_lo, _y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_y_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f1(_grad_x_lo, _grad_y_lo, _theta_lo, _x_lo, _y_lo), _f1(_grad_x_hi, _grad_y_hi, _theta_hi, _x_hi, _y_hi)).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad_x = _grad_x_ptr[_i];
+      const scalar_t grad_y = _grad_y_ptr[_i];
+      const scalar_t theta = _theta_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t y = _y_ptr[_i];
+      _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(theta), static_cast<opmath_t>(x), static_cast<opmath_t>(y)));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad_x = _vec::loadu(_grad_x_ptr + _i + _k * _vec::size());
+        const _vec grad_y = _vec::loadu(_grad_y_ptr + _i + _k * _vec::size());
+        const _vec theta = _vec::loadu(_theta_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec y = _vec::loadu(_y_ptr + _i + _k * _vec::size());
+        _r1[_k] = _f1(grad_x, grad_y, theta, x, y);
+      }
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad_x = _vec::loadu(_grad_x_ptr + _i);
+      const _vec grad_y = _vec::loadu(_grad_y_ptr + _i);
+      const _vec theta = _vec::loadu(_theta_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec y = _vec::loadu(_y_ptr + _i);
+      _f1(grad_x, grad_y, theta, x, y).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad_x = _grad_x_ptr[_i];
+      const scalar_t grad_y = _grad_y_ptr[_i];
+      const scalar_t theta = _theta_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t y = _y_ptr[_i];
+      _out1[_i] = _f1(grad_x, grad_y, theta, x, y);
+    }
+  }
+}
+
 template <typename scalar_t>
 void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
+  if (_out1 == nullptr) {
+    return to_cartesian_backward_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr, grad_x__given, grad_y__given);
+  }
+  if (_out0 == nullptr) {
+    return to_cartesian_backward_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr, grad_x__given, grad_y__given);
+  }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -586,10 +724,158 @@ void to_cartesian_from_hoisted_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
-// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
+// of its own, which computes and reads only what its formula needs; several get the loop of all,
+// whose other values go to opgen::discarded (a sink). Kernels are compiled with
+// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+template <typename scalar_t>
+void to_cartesian_backward_from_hoisted_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  [[maybe_unused]] const bool _c0 = grad_x__given;
+  [[maybe_unused]] const bool _c1 = grad_y__given;
+  auto _f0 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto x, [[maybe_unused]] auto y, [[maybe_unused]] auto hoisted__0, [[maybe_unused]] auto hoisted__1) {
+    using _t = decltype(grad_x);
+    return ((_c0 ? (grad_x * hoisted__0) : _t(0.0)) + (_c1 ? (grad_y * hoisted__1) : _t(0.0)));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_x_lo, _grad_x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_x_ptr + _i));
+      auto [_grad_y_lo, _grad_y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_y_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_y_lo, _y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_y_ptr + _i));
+      auto [_hoisted__0_lo, _hoisted__0_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__0_ptr + _i));
+      auto [_hoisted__1_lo, _hoisted__1_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__1_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_x_lo, _grad_y_lo, _x_lo, _y_lo, _hoisted__0_lo, _hoisted__1_lo), _f0(_grad_x_hi, _grad_y_hi, _x_hi, _y_hi, _hoisted__0_hi, _hoisted__1_hi)).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad_x = _grad_x_ptr[_i];
+      const scalar_t grad_y = _grad_y_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t y = _y_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      const scalar_t hoisted__1 = _hoisted__1_ptr[_i];
+      _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(x), static_cast<opmath_t>(y), static_cast<opmath_t>(hoisted__0), static_cast<opmath_t>(hoisted__1)));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad_x = _vec::loadu(_grad_x_ptr + _i + _k * _vec::size());
+        const _vec grad_y = _vec::loadu(_grad_y_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec y = _vec::loadu(_y_ptr + _i + _k * _vec::size());
+        const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i + _k * _vec::size());
+        const _vec hoisted__1 = _vec::loadu(_hoisted__1_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad_x, grad_y, x, y, hoisted__0, hoisted__1);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad_x = _vec::loadu(_grad_x_ptr + _i);
+      const _vec grad_y = _vec::loadu(_grad_y_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec y = _vec::loadu(_y_ptr + _i);
+      const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i);
+      const _vec hoisted__1 = _vec::loadu(_hoisted__1_ptr + _i);
+      _f0(grad_x, grad_y, x, y, hoisted__0, hoisted__1).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad_x = _grad_x_ptr[_i];
+      const scalar_t grad_y = _grad_y_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t y = _y_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      const scalar_t hoisted__1 = _hoisted__1_ptr[_i];
+      _out0[_i] = _f0(grad_x, grad_y, x, y, hoisted__0, hoisted__1);
+    }
+  }
+}
+
+template <typename scalar_t>
+void to_cartesian_backward_from_hoisted_contiguous_chunk_only1(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  [[maybe_unused]] const bool _c0 = grad_x__given;
+  [[maybe_unused]] const bool _c1 = grad_y__given;
+  auto _f1 = [=]([[maybe_unused]] auto grad_x, [[maybe_unused]] auto grad_y, [[maybe_unused]] auto x, [[maybe_unused]] auto y, [[maybe_unused]] auto hoisted__0, [[maybe_unused]] auto hoisted__1) {
+    using _t = decltype(grad_x);
+    return ((_c1 ? (grad_y * x) : _t(0.0)) - (_c0 ? (grad_x * y) : _t(0.0)));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_x_lo, _grad_x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_x_ptr + _i));
+      auto [_grad_y_lo, _grad_y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_y_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_y_lo, _y_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_y_ptr + _i));
+      auto [_hoisted__0_lo, _hoisted__0_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__0_ptr + _i));
+      auto [_hoisted__1_lo, _hoisted__1_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__1_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f1(_grad_x_lo, _grad_y_lo, _x_lo, _y_lo, _hoisted__0_lo, _hoisted__1_lo), _f1(_grad_x_hi, _grad_y_hi, _x_hi, _y_hi, _hoisted__0_hi, _hoisted__1_hi)).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad_x = _grad_x_ptr[_i];
+      const scalar_t grad_y = _grad_y_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t y = _y_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      const scalar_t hoisted__1 = _hoisted__1_ptr[_i];
+      _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad_x), static_cast<opmath_t>(grad_y), static_cast<opmath_t>(x), static_cast<opmath_t>(y), static_cast<opmath_t>(hoisted__0), static_cast<opmath_t>(hoisted__1)));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad_x = _vec::loadu(_grad_x_ptr + _i + _k * _vec::size());
+        const _vec grad_y = _vec::loadu(_grad_y_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec y = _vec::loadu(_y_ptr + _i + _k * _vec::size());
+        const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i + _k * _vec::size());
+        const _vec hoisted__1 = _vec::loadu(_hoisted__1_ptr + _i + _k * _vec::size());
+        _r1[_k] = _f1(grad_x, grad_y, x, y, hoisted__0, hoisted__1);
+      }
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad_x = _vec::loadu(_grad_x_ptr + _i);
+      const _vec grad_y = _vec::loadu(_grad_y_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec y = _vec::loadu(_y_ptr + _i);
+      const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i);
+      const _vec hoisted__1 = _vec::loadu(_hoisted__1_ptr + _i);
+      _f1(grad_x, grad_y, x, y, hoisted__0, hoisted__1).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad_x = _grad_x_ptr[_i];
+      const scalar_t grad_y = _grad_y_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t y = _y_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      const scalar_t hoisted__1 = _hoisted__1_ptr[_i];
+      _out1[_i] = _f1(grad_x, grad_y, x, y, hoisted__0, hoisted__1);
+    }
+  }
+}
+
 template <typename scalar_t>
 void to_cartesian_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given) {
+  if (_out1 == nullptr) {
+    return to_cartesian_backward_from_hoisted_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _x_ptr, _y_ptr, _hoisted__0_ptr, _hoisted__1_ptr, grad_x__given, grad_y__given);
+  }
+  if (_out0 == nullptr) {
+    return to_cartesian_backward_from_hoisted_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _x_ptr, _y_ptr, _hoisted__0_ptr, _hoisted__1_ptr, grad_x__given, grad_y__given);
+  }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;

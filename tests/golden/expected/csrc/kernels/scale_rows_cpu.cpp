@@ -110,10 +110,138 @@ void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
-// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
+// of its own, which computes and reads only what its formula needs; several get the loop of all,
+// whose other values go to opgen::discarded (a sink). Kernels are compiled with
+// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+template <typename scalar_t>
+void scale_rows_backward_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  [[maybe_unused]] const bool _c0 = (static_cast<double>(power) == 0.0);
+  [[maybe_unused]] const opmath_t _u0 = static_cast<opmath_t>(static_cast<double>(power));
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  [[maybe_unused]] const opmath_t _u1 = static_cast<opmath_t>(offset);
+  [[maybe_unused]] const _fvec _u1v(_u1);
+  [[maybe_unused]] const opmath_t _u2 = static_cast<opmath_t>((static_cast<double>(power) - 1.0));
+  [[maybe_unused]] const _fvec _u2v(_u2);
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
+    using _t = decltype(grad);
+    return (grad * opgen::pow(scale, _u0));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f0(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v)).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t scale = _scale_ptr[_i];
+      _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec scale = _vec::loadu(_scale_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad, x, scale, _u0v, _u1v, _u2v);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec scale = _vec::loadu(_scale_ptr + _i);
+      _f0(grad, x, scale, _u0v, _u1v, _u2v).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t scale = _scale_ptr[_i];
+      _out0[_i] = _f0(grad, x, scale, _u0, _u1, _u2);
+    }
+  }
+}
+
+template <typename scalar_t>
+void scale_rows_backward_contiguous_chunk_only1(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  [[maybe_unused]] const bool _c0 = (static_cast<double>(power) == 0.0);
+  [[maybe_unused]] const opmath_t _u0 = static_cast<opmath_t>(static_cast<double>(power));
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  [[maybe_unused]] const opmath_t _u1 = static_cast<opmath_t>(offset);
+  [[maybe_unused]] const _fvec _u1v(_u1);
+  [[maybe_unused]] const opmath_t _u2 = static_cast<opmath_t>((static_cast<double>(power) - 1.0));
+  [[maybe_unused]] const _fvec _u2v(_u2);
+  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto scale, [[maybe_unused]] auto _u0, [[maybe_unused]] auto _u1, [[maybe_unused]] auto _u2) {
+    using _t = decltype(grad);
+    return (grad * ((x + _u1) * (_c0 ? _t(0.0) : (_u0 * opgen::pow(scale, _u2)))));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_scale_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _scale_lo, _u0v, _u1v, _u2v), _f1(_grad_hi, _x_hi, _scale_hi, _u0v, _u1v, _u2v)).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t scale = _scale_ptr[_i];
+      _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1, _u2));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec scale = _vec::loadu(_scale_ptr + _i + _k * _vec::size());
+        _r1[_k] = _f1(grad, x, scale, _u0v, _u1v, _u2v);
+      }
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec scale = _vec::loadu(_scale_ptr + _i);
+      _f1(grad, x, scale, _u0v, _u1v, _u2v).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t scale = _scale_ptr[_i];
+      _out1[_i] = _f1(grad, x, scale, _u0, _u1, _u2);
+    }
+  }
+}
+
 template <typename scalar_t>
 void scale_rows_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _scale_ptr, double offset, int64_t power) {
+  if (_out1 == nullptr) {
+    return scale_rows_backward_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _scale_ptr, offset, power);
+  }
+  if (_out0 == nullptr) {
+    return scale_rows_backward_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _scale_ptr, offset, power);
+  }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
@@ -590,10 +718,138 @@ void scale_rows_backward_hoist_loop(at::TensorIteratorBase& _iter, int64_t power
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored: a null output pointer's values go to opgen::discarded (a sink).
-// Every gradient is still computed (they share most of their arithmetic, which the compiler computes once).
+// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
+// of its own, which computes and reads only what its formula needs; several get the loop of all,
+// whose other values go to opgen::discarded (a sink). Kernels are compiled with
+// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+template <typename scalar_t>
+void scale_rows_backward_from_hoisted_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, double offset, int64_t power) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  [[maybe_unused]] const opmath_t _u0 = static_cast<opmath_t>(offset);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  auto _f0 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto hoisted__0, [[maybe_unused]] auto hoisted__1, [[maybe_unused]] auto _u0) {
+    using _t = decltype(grad);
+    return (grad * hoisted__0);
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_hoisted__0_lo, _hoisted__0_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__0_ptr + _i));
+      auto [_hoisted__1_lo, _hoisted__1_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__1_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _hoisted__0_lo, _hoisted__1_lo, _u0v), _f0(_grad_hi, _x_hi, _hoisted__0_hi, _hoisted__1_hi, _u0v)).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      const scalar_t hoisted__1 = _hoisted__1_ptr[_i];
+      _out0[_i] = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(hoisted__0), static_cast<opmath_t>(hoisted__1), _u0));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r0[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i + _k * _vec::size());
+        const _vec hoisted__1 = _vec::loadu(_hoisted__1_ptr + _i + _k * _vec::size());
+        _r0[_k] = _f0(grad, x, hoisted__0, hoisted__1, _u0v);
+      }
+      _r0[0].store(_out0 + _i);
+      _r0[1].store(_out0 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i);
+      const _vec hoisted__1 = _vec::loadu(_hoisted__1_ptr + _i);
+      _f0(grad, x, hoisted__0, hoisted__1, _u0v).store(_out0 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      const scalar_t hoisted__1 = _hoisted__1_ptr[_i];
+      _out0[_i] = _f0(grad, x, hoisted__0, hoisted__1, _u0);
+    }
+  }
+}
+
+template <typename scalar_t>
+void scale_rows_backward_from_hoisted_contiguous_chunk_only1(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, double offset, int64_t power) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using _vec = at::vec::Vectorized<scalar_t>;
+  using _fvec = at::vec::Vectorized<opmath_t>;
+  [[maybe_unused]] const opmath_t _u0 = static_cast<opmath_t>(offset);
+  [[maybe_unused]] const _fvec _u0v(_u0);
+  auto _f1 = [=]([[maybe_unused]] auto grad, [[maybe_unused]] auto x, [[maybe_unused]] auto hoisted__0, [[maybe_unused]] auto hoisted__1, [[maybe_unused]] auto _u0) {
+    using _t = decltype(grad);
+    return (grad * ((x + _u0) * hoisted__1));
+  };
+
+  int64_t _i = _begin;
+  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_grad_ptr + _i));
+      auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_x_ptr + _i));
+      auto [_hoisted__0_lo, _hoisted__0_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__0_ptr + _i));
+      auto [_hoisted__1_lo, _hoisted__1_hi] = at::vec::convert_to_float<scalar_t>(_vec::loadu(_hoisted__1_ptr + _i));
+      at::vec::convert_from_float<scalar_t>(_f1(_grad_lo, _x_lo, _hoisted__0_lo, _hoisted__1_lo, _u0v), _f1(_grad_hi, _x_hi, _hoisted__0_hi, _hoisted__1_hi, _u0v)).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      const scalar_t hoisted__1 = _hoisted__1_ptr[_i];
+      _out1[_i] = static_cast<scalar_t>(_f1(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), static_cast<opmath_t>(hoisted__0), static_cast<opmath_t>(hoisted__1), _u0));
+    }
+  } else {
+    // Two vectors per step, both computed before either is stored: a store may alias the inputs,
+    // so the second step's loads could not move above the first's store.
+    for (; _i + 2 * _vec::size() <= _end; _i += 2 * _vec::size()) {
+      _vec _r1[2];
+      for (int64_t _k = 0; _k < 2; ++_k) {
+        const _vec grad = _vec::loadu(_grad_ptr + _i + _k * _vec::size());
+        const _vec x = _vec::loadu(_x_ptr + _i + _k * _vec::size());
+        const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i + _k * _vec::size());
+        const _vec hoisted__1 = _vec::loadu(_hoisted__1_ptr + _i + _k * _vec::size());
+        _r1[_k] = _f1(grad, x, hoisted__0, hoisted__1, _u0v);
+      }
+      _r1[0].store(_out1 + _i);
+      _r1[1].store(_out1 + _i + _vec::size());
+    }
+    for (; _i + _vec::size() <= _end; _i += _vec::size()) {
+      const _vec grad = _vec::loadu(_grad_ptr + _i);
+      const _vec x = _vec::loadu(_x_ptr + _i);
+      const _vec hoisted__0 = _vec::loadu(_hoisted__0_ptr + _i);
+      const _vec hoisted__1 = _vec::loadu(_hoisted__1_ptr + _i);
+      _f1(grad, x, hoisted__0, hoisted__1, _u0v).store(_out1 + _i);
+    }
+    for (; _i < _end; ++_i) {
+      const scalar_t grad = _grad_ptr[_i];
+      const scalar_t x = _x_ptr[_i];
+      const scalar_t hoisted__0 = _hoisted__0_ptr[_i];
+      const scalar_t hoisted__1 = _hoisted__1_ptr[_i];
+      _out1[_i] = _f1(grad, x, hoisted__0, hoisted__1, _u0);
+    }
+  }
+}
+
 template <typename scalar_t>
 void scale_rows_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, double offset, int64_t power) {
+  if (_out1 == nullptr) {
+    return scale_rows_backward_from_hoisted_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _hoisted__0_ptr, _hoisted__1_ptr, offset, power);
+  }
+  if (_out0 == nullptr) {
+    return scale_rows_backward_from_hoisted_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _hoisted__0_ptr, _hoisted__1_ptr, offset, power);
+  }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
   using _fvec = at::vec::Vectorized<opmath_t>;
