@@ -108,10 +108,11 @@ void actnorm_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
-// of its own, which computes and reads only what its formula needs; several get the loop of all,
-// whose other values go to opgen::discarded (a sink). Kernels are compiled with
-// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+// Only the gradients asked for are stored (the others' pointers are null). One alone, in float32
+// or float64, gets a loop of its own, which computes and reads only what its formula needs;
+// otherwise the loop of all runs, the other values going to opgen::discarded (a sink). Kernels
+// are compiled with -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in
+// either loop. (One-gradient loops for half and bfloat16 too took 30-50% more compile time.)
 template <typename scalar_t>
 void actnorm_backward_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -230,11 +231,13 @@ void actnorm_backward_contiguous_chunk_only1(int64_t _begin, int64_t _end, scala
 
 template <typename scalar_t>
 void actnorm_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
-  if (_out1 == nullptr) {
-    return actnorm_backward_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);
-  }
-  if (_out0 == nullptr) {
-    return actnorm_backward_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);
+  if constexpr (!at::is_reduced_floating_point_v<scalar_t>) {
+    if (_out1 == nullptr) {
+      return actnorm_backward_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);
+    }
+    if (_out0 == nullptr) {
+      return actnorm_backward_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _log_scale_ptr);
+    }
   }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
@@ -580,10 +583,11 @@ void actnorm_from_hoisted_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
-// of its own, which computes and reads only what its formula needs; several get the loop of all,
-// whose other values go to opgen::discarded (a sink). Kernels are compiled with
-// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+// Only the gradients asked for are stored (the others' pointers are null). One alone, in float32
+// or float64, gets a loop of its own, which computes and reads only what its formula needs;
+// otherwise the loop of all runs, the other values going to opgen::discarded (a sink). Kernels
+// are compiled with -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in
+// either loop. (One-gradient loops for half and bfloat16 too took 30-50% more compile time.)
 template <typename scalar_t>
 void actnorm_backward_from_hoisted_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -702,11 +706,13 @@ void actnorm_backward_from_hoisted_contiguous_chunk_only1(int64_t _begin, int64_
 
 template <typename scalar_t>
 void actnorm_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
-  if (_out1 == nullptr) {
-    return actnorm_backward_from_hoisted_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);
-  }
-  if (_out0 == nullptr) {
-    return actnorm_backward_from_hoisted_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);
+  if constexpr (!at::is_reduced_floating_point_v<scalar_t>) {
+    if (_out1 == nullptr) {
+      return actnorm_backward_from_hoisted_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);
+    }
+    if (_out0 == nullptr) {
+      return actnorm_backward_from_hoisted_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_ptr, _x_ptr, _bias_ptr, _hoisted__0_ptr);
+    }
   }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;

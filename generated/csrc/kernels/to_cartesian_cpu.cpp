@@ -142,10 +142,11 @@ void to_cartesian_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
-// of its own, which computes and reads only what its formula needs; several get the loop of all,
-// whose other values go to opgen::discarded (a sink). Kernels are compiled with
-// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+// Only the gradients asked for are stored (the others' pointers are null). One alone, in float32
+// or float64, gets a loop of its own, which computes and reads only what its formula needs;
+// otherwise the loop of all runs, the other values going to opgen::discarded (a sink). Kernels
+// are compiled with -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in
+// either loop. (One-gradient loops for half and bfloat16 too took 30-50% more compile time.)
 template <typename scalar_t>
 void to_cartesian_backward_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -278,11 +279,13 @@ void to_cartesian_backward_contiguous_chunk_only1(int64_t _begin, int64_t _end, 
 
 template <typename scalar_t>
 void to_cartesian_backward_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
-  if (_out1 == nullptr) {
-    return to_cartesian_backward_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr, grad_x__given, grad_y__given);
-  }
-  if (_out0 == nullptr) {
-    return to_cartesian_backward_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr, grad_x__given, grad_y__given);
+  if constexpr (!at::is_reduced_floating_point_v<scalar_t>) {
+    if (_out1 == nullptr) {
+      return to_cartesian_backward_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr, grad_x__given, grad_y__given);
+    }
+    if (_out0 == nullptr) {
+      return to_cartesian_backward_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _theta_ptr, _x_ptr, _y_ptr, grad_x__given, grad_y__given);
+    }
   }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
@@ -724,10 +727,11 @@ void to_cartesian_from_hoisted_loop(at::TensorIteratorBase& _iter) {
 // One chunk's loop takes its pointers and attributes by value: read through a lambda's captures,
 // they would be loaded again after every vector store (which may alias anything), a load-bound
 // loop 1.7x slower than ATen's on data in cache.
-// Only the gradients asked for are stored (the others' pointers are null). One alone gets a loop
-// of its own, which computes and reads only what its formula needs; several get the loop of all,
-// whose other values go to opgen::discarded (a sink). Kernels are compiled with
-// -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in either loop.
+// Only the gradients asked for are stored (the others' pointers are null). One alone, in float32
+// or float64, gets a loop of its own, which computes and reads only what its formula needs;
+// otherwise the loop of all runs, the other values going to opgen::discarded (a sink). Kernels
+// are compiled with -ffp-contract=off, so a gradient's arithmetic is the same bit for bit in
+// either loop. (One-gradient loops for half and bfloat16 too took 30-50% more compile time.)
 template <typename scalar_t>
 void to_cartesian_backward_from_hoisted_contiguous_chunk_only0(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -870,11 +874,13 @@ void to_cartesian_backward_from_hoisted_contiguous_chunk_only1(int64_t _begin, i
 
 template <typename scalar_t>
 void to_cartesian_backward_from_hoisted_contiguous_chunk(int64_t _begin, int64_t _end, scalar_t* _out0, scalar_t* _out1, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given) {
-  if (_out1 == nullptr) {
-    return to_cartesian_backward_from_hoisted_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _x_ptr, _y_ptr, _hoisted__0_ptr, _hoisted__1_ptr, grad_x__given, grad_y__given);
-  }
-  if (_out0 == nullptr) {
-    return to_cartesian_backward_from_hoisted_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _x_ptr, _y_ptr, _hoisted__0_ptr, _hoisted__1_ptr, grad_x__given, grad_y__given);
+  if constexpr (!at::is_reduced_floating_point_v<scalar_t>) {
+    if (_out1 == nullptr) {
+      return to_cartesian_backward_from_hoisted_contiguous_chunk_only0<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _x_ptr, _y_ptr, _hoisted__0_ptr, _hoisted__1_ptr, grad_x__given, grad_y__given);
+    }
+    if (_out0 == nullptr) {
+      return to_cartesian_backward_from_hoisted_contiguous_chunk_only1<scalar_t>(_begin, _end, _out0, _out1, _grad_x_ptr, _grad_y_ptr, _x_ptr, _y_ptr, _hoisted__0_ptr, _hoisted__1_ptr, grad_x__given, grad_y__given);
+    }
   }
   using opmath_t = at::opmath_type<scalar_t>;
   using _vec = at::vec::Vectorized<scalar_t>;
