@@ -550,6 +550,76 @@ def test_hoisted_sub_expressions(hoisting, layout, typed_api):
                                        msg=lambda m: f"{op.name} {layout}: gradient of {n} alone differs from all together\n{m}")
 
 
+# (full shape, the other inputs' shape, which input is full, the others' layout): the repeated
+# rows' trailing dims wider than one tile of opgen::rows_summed (1024) and more rows than one block
+# (64), a 3-d grad with a [1, C] row, two trailing dims repeated, the full input last; rows copied
+# out first (a strided bias, per-channel values of NCHW activations, whose gradients are then
+# summed over H and W too). Not by rows (the flat or TensorIterator loop, then sum_to): a row of 8
+# columns (too narrow), a column.
+_ROW_LAYOUTS = {
+    "bias": ((130, 1100), (1100,), 0, "contiguous"),
+    "3-d bias": ((3, 50, 40), (1, 40), 0, "contiguous"),
+    "two trailing dims": ((3, 50, 40), (50, 40), 0, "contiguous"),
+    "full input last": ((70, 1100), (1100,), -1, "contiguous"),
+    "strided bias": ((70, 33), (33,), 0, "sliced"),
+    "per channel": ((4, 24, 3, 6), (24, 1, 1), 0, "contiguous"),
+    "per channel, 4-d": ((5, 24, 3, 6), (1, 24, 1, 1), 0, "contiguous"),
+    "narrow": ((70, 8), (8,), 0, "contiguous"),
+    "narrow, full input last": ((70, 8), (8,), -1, "contiguous"),
+    "column, full input last": ((70, 33), (70, 1), -1, "contiguous"),
+}
+
+
+@pytest.mark.parametrize("layout", list(_ROW_LAYOUTS))
+def test_broadcast_gradients_summed_row_by_row(op, layout, typed_api):
+    """One input of the output's shape, the others a row repeated over its leading dims (a bias,
+    per-channel values), the incoming gradient contiguous: the fused backward goes row by row and
+    sums the repeated inputs' gradients as it computes them (opgen::broadcast_rows). Against
+    float64, and against the same call with every input expanded to the full shape (the flat loop,
+    then sum_to); each gradient alone the same bit for bit as all together, and on one thread as
+    on two."""
+    if _constrained(op) or op.gradient is None or op.shape.kind != "broadcast" or len(op.tensor_inputs) < 2:
+        pytest.skip(f"{op.name}: no broadcast of several inputs")
+    full, row, which, row_layout = _ROW_LAYOUTS[layout]
+    names = _differentiable(op)
+    full_name = op.tensor_inputs[which].name
+    attrs = testing.attribute_sets(op)[0]
+    for dtype in [d for d in ("float32", "float64") if _supports(op, d)]:
+        gen = torch.Generator().manual_seed(13)
+        tensors = {a.name: testing.make_tensor(op, a.name, full, DTYPES[dtype], gen) if a.name == full_name
+                   else testing.make_tensor(op, a.name, row, DTYPES[dtype], gen, row_layout) for a in op.tensor_inputs}
+        assert all(t.is_contiguous() == (row_layout == "contiguous") for n, t in tensors.items() if n != full_name)
+        outs, _ = _run(typed_api, op, tensors, attrs)
+        incoming = [torch.randn(o.shape, generator=gen, dtype=o.dtype) for o in outs]
+        every = dict(zip(names, _gradients(getattr(typed_api, op.name), op, tensors, names, attrs, incoming=incoming)))
+        want = _gradients(testing.reference_fn(NAMESPACE, op), op, tensors, names, attrs, torch.float64, incoming)
+        expanded = {k: v.expand(full).contiguous() for k, v in tensors.items()}
+        flat = _gradients(getattr(typed_api, op.name), op, expanded, names, attrs, incoming=incoming)
+        # summed over up to 150 rows
+        tol = 1e-4 if dtype == "float32" else 1e-12
+        for n, w, f in zip(names, want, flat):
+            g = every[n]
+            assert g.shape == tensors[n].shape and g.is_contiguous(), f"{op.name} {layout}: gradient of {n}"
+            scale = 1 + w.abs().max().item()
+            torch.testing.assert_close(g.double(), w, rtol=tol, atol=tol * scale,
+                                       msg=lambda m: f"{op.name} {layout} {dtype}: gradient of {n}\n{m}")
+            torch.testing.assert_close(g, f.sum_to_size(g.shape), rtol=tol / 10, atol=tol / 10 * scale,
+                                       msg=lambda m: f"{op.name} {layout} {dtype}: gradient of {n}, by rows vs flat\n{m}")
+            if len(names) > 1:
+                (alone,) = _gradients(getattr(typed_api, op.name), op, tensors, [n], attrs, incoming=incoming)
+                torch.testing.assert_close(alone, g, rtol=0, atol=0, equal_nan=True,
+                                           msg=lambda m: f"{op.name} {layout} {dtype}: gradient of {n} alone differs from all together\n{m}")
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            single = _gradients(getattr(typed_api, op.name), op, tensors, names, attrs, incoming=incoming)
+        finally:
+            torch.set_num_threads(threads)
+        for n, s in zip(names, single):
+            torch.testing.assert_close(s, every[n], rtol=0, atol=0, equal_nan=True,
+                                       msg=lambda m: f"{op.name} {layout} {dtype}: gradient of {n} on one thread differs\n{m}")
+
+
 # ---- bad calls ------------------------------------------------------------------------------
 
 

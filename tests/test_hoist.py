@@ -157,5 +157,7 @@ def test_kernels_are_cpu_only():
     assert "hoist" not in cuda_declarations
     assert "opgen::hoisted_shape(_out, { g }, { x, g })" in ops
     assert "opgen::hoisted_shape(_first, { g }, { grad, x, g })" in ops
-    assert ops.count("pick_cpu_kernel(&cpu::DEFAULT::f_hoist_contiguous") == 2  # forward and backward
+    assert "opgen::hoisted_shape(grad, { g }, { grad, x, g })" in ops  # the backward by rows (opgen::broadcast_rows)
+    assert "pick_cpu_kernel(&cpu::DEFAULT::f_backward_from_hoisted_rows" in ops
+    assert ops.count("pick_cpu_kernel(&cpu::DEFAULT::f_hoist_contiguous") == 3  # forward, backward by rows and not
     assert "f_backward_hoist" not in ops

@@ -1,6 +1,8 @@
 """The generated property tests have teeth: each mutant of the generated C++ (a changed
 operator, a changed constant, a dropped broadcast reduction, a widened dtype list, a wrong
-backward constant) is built and must make the op's generated tests fail.
+backward constant) is built and must make the op's generated tests fail; mutants of the
+backward's broadcast reduction (a tile of columns read from the row's start in the loop by rows;
+no sum_to after the other loops) must fail the generic suite's test of it (`opgen test -k ...`).
 
 Prints the kill rate; every mutant must be killed. The kernels are built for the DEFAULT CPU
 capability only: a mutant changes the kernel's source, which every capability compiles alike,
@@ -18,13 +20,16 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# (op, generated file, text to find, replacement, only after this marker)
+# (op, generated file, text to find, replacement, only after this marker, the generic suite's
+# tests to run instead of the op's generated ones: a pytest -k expression)
 MUTANTS = [
-    ("weighted_sum", "csrc/kernels/weighted_sum_cpu.cpp", "((_u0 * a) + b)", "((_u0 * a) - b)", None),
-    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.044715)", "_t(0.04)", None),
-    ("weighted_sum", "csrc/ops/weighted_sum.cpp", "opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape))", "_g0", None),
-    ("gelu", "csrc/ops/gelu.cpp", "at::ScalarType::BFloat16 }", "at::ScalarType::BFloat16, at::ScalarType::Long }", None),
-    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.7978845608028654)", "_t(0.79)", "void gelu_backward_loop"),
+    ("weighted_sum", "csrc/kernels/weighted_sum_cpu.cpp", "((_u0 * a) + b)", "((_u0 * a) - b)", None, None),
+    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.044715)", "_t(0.04)", None, None),
+    ("weighted_sum", "csrc/ops/weighted_sum.cpp", "opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape))", "_g0",
+     "// Every input of the grad's shape and layout", None),
+    ("gelu", "csrc/ops/gelu.cpp", "at::ScalarType::BFloat16 }", "at::ScalarType::BFloat16, at::ScalarType::Long }", None, None),
+    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.7978845608028654)", "_t(0.79)", "void gelu_backward_loop", None),
+    ("weighted_sum", "csrc/kernels/weighted_sum_cpu.cpp", "_r * _cols) + _begin", "_r * _cols)", None, "summed_row_by_row and weighted_sum"),
 ]
 
 
@@ -63,7 +68,7 @@ def test_generated_tests_pass_on_the_unmutated_build(project):
 def test_every_mutant_is_killed(project):
     opgen = [sys.executable, "-m", "opgen", "--project", str(project)]
     killed, report = 0, []
-    for op, rel, old, new, after in MUTANTS:
+    for op, rel, old, new, after, suite in MUTANTS:
         target = project / "generated" / rel
         original = target.read_text()
         try:
@@ -71,8 +76,11 @@ def test_every_mutant_is_killed(project):
             build = _run([*opgen, "build"], project)
             assert build.returncode == 0, build.stderr[-2000:]
             # -x: one failing test is enough to kill it
-            proc = _run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
-                         f"generated/tests/test_{op}_properties.py"], project)
+            if suite is None:
+                proc = _run([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+                             f"generated/tests/test_{op}_properties.py"], project)
+            else:
+                proc = _run([*opgen, "test", "--", "-q", "-x", "-k", suite], project)
             dead = proc.returncode != 0 and "failed" in proc.stdout
             killed += dead
             report.append(f"{'killed' if dead else 'SURVIVED'}: {rel}: {old} -> {new}")

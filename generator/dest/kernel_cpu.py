@@ -29,9 +29,11 @@ class Loop:
     vec_params: str
     masked: bool = False  # a fused backward whose flat loop skips outputs given as null pointers
     flat: bool = True  # the op calls its flat loop's entry, <name>_contiguous
+    rows: bool = False  # a fused backward with an entry for broadcast rows, <name>_rows
 
 
-def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr], masked: bool = False, flat: bool = True) -> Loop:
+def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr], masked: bool = False, flat: bool = True,
+         rows: bool = False) -> Loop:
     tensors = code.params
     hoisted = [f"_u{i}" for i in range(len(code.hoisted_numbers))]
 
@@ -55,6 +57,7 @@ def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr], mask
         vec_params=", ".join(f"_vec {t}" for t in tensors),
         masked=masked,
         flat=flat,
+        rows=rows,
     )
 
 
@@ -64,7 +67,7 @@ def emit(op: OpSpec, lib: Library) -> GeneratedFile:
         text = render("csrc/kernels/reduction_cpu.cpp.j2", op=op, ns=lib.namespace, x=r.x, code=r.code, fold=r.fold,
                       identity=r.identity, attrs=r.attrs, post_text=_post_text(op))
         return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
-    loops = [loop(k.name, k.code, k.attrs, masked=k.masked, flat=k.flat) for k in pointwise.kernels(op)]
+    loops = [loop(k.name, k.code, k.attrs, masked=k.masked, flat=k.flat, rows=k.rows) for k in pointwise.kernels(op)]
     text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops, bool_output=op.kernel.bool_output)
     return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
 

@@ -31,12 +31,13 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
     outs = [f"_{n}" for n in op.output_names]  # C++ variables of the outputs: _out, or _<name> for several
     compiled = {k.name: k for k in pointwise.kernels(op)}
     kernels = [SimpleNamespace(name=op.name, attrs=attrs, outs=outs, inputs=[a.name for a in op.tensor_inputs],
-                               memory_bound=compiled[op.name].memory_bound, masked=compiled[op.name].masked, cpu_only=False, flat=True)]
+                               memory_bound=compiled[op.name].memory_bound, masked=compiled[op.name].masked, cpu_only=False, flat=True,
+                               rows=False)]
     bw_kernel_call = ""
     if bw is not None and bw.fused:
         kernels.append(SimpleNamespace(name=bw.name, attrs=list(bw.kernel_attrs), outs=[f"_g{i}" for i in bw.kernel_outputs],
                                        inputs=[*bw.grads, *bw.saved], memory_bound=compiled[bw.name].memory_bound, masked=compiled[bw.name].masked,
-                                       cpu_only=False, flat=True))
+                                       cpu_only=False, flat=True, rows=compiled[bw.name].rows))
         bw_kernel_call = "".join(f", {a.passed}" for a in bw.kernel_attrs)
     hoisting = {}  # kernel name -> its hoisted values and the two kernels computing and reading them
     for h in (hoist.forward(op), hoist.backward_kernel(op)):
@@ -44,7 +45,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
             pair = [compiled[hoist.values_kernel(op, h)], compiled[f"{h.kernel}_from_hoisted"]]
             outs_of = [list(h.names), outs if h.kernel == op.name else [f"_g{i}" for i in bw.kernel_outputs]]
             first, then = (SimpleNamespace(name=k.name, attrs=k.attrs, outs=o, inputs=k.code.params, memory_bound=k.memory_bound,
-                                           masked=k.masked, cpu_only=True, flat=k.flat, call="".join(f", {a.passed}" for a in k.attrs))
+                                           masked=k.masked, cpu_only=True, flat=k.flat, rows=k.rows, call="".join(f", {a.passed}" for a in k.attrs))
                            for k, o in zip(pair, outs_of))
             declared = {k.name for k in kernels}
             kernels += [k for k in (first, then) if k.name not in declared]  # a values kernel shared with the forward: once

@@ -31,6 +31,9 @@ class Kernel:
     # Called as a flat loop over same-shape inputs (`<name>_contiguous`), not only through a
     # TensorIterator; a loop reading hoisted values never is (they are smaller than its output).
     flat: bool = True
+    # A fused backward of an op whose inputs broadcast: also called on rows of grad's trailing dims,
+    # summing the gradients of inputs repeated over them as it goes (`<name>_rows`).
+    rows: bool = False
 
 
 @functools.lru_cache(maxsize=1024)
@@ -44,21 +47,28 @@ def kernels(op: OpSpec) -> tuple[Kernel, ...]:
     plan = backward.plan(op)
     code = backward.kernel_code(op, plan) if plan is not None else None
     if code is not None:
-        out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series, masked=plan.kernel_masked))
+        out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series, masked=plan.kernel_masked,
+                          rows=broadcasts(op)))
     if (h := hoist.forward(op)) is not None:
         out += _hoisted(op, h, ctx.kernel_scope(op), out[0].attrs, masked=False)
     if (h := hoist.backward_kernel(op)) is not None:
-        out += _hoisted(op, h, backward.scope(op), list(plan.kernel_attrs), masked=plan.kernel_masked)
+        out += _hoisted(op, h, backward.scope(op), list(plan.kernel_attrs), masked=plan.kernel_masked, rows=broadcasts(op))
     return tuple(out)
 
 
-def _hoisted(op: OpSpec, h: hoist.Hoist, scope: E.Scope, attrs: list[ctx.KernelAttr], masked: bool) -> list[Kernel]:
+def broadcasts(op: OpSpec) -> bool:
+    """Inputs may broadcast against each other, so a gradient may need summing to its input's shape."""
+    return op.shape.kind == "broadcast" and len(op.tensor_inputs) > 1
+
+
+def _hoisted(op: OpSpec, h: hoist.Hoist, scope: E.Scope, attrs: list[ctx.KernelAttr], masked: bool,
+             rows: bool = False) -> list[Kernel]:
     """The kernel computing the hoisted values (unless another computes the same), and the one
     reading them (`attrs`: the kernel's own)."""
     scope = scope.extended(dict.fromkeys(h.names, E.TENSOR))
     code = cpp_expr.kernel_code(list(h.exprs) if len(h.exprs) > 1 else h.exprs[0], scope, list(h.inputs))
     reading = Kernel(f"{h.kernel}_from_hoisted", code, attrs, memory_bound=not code.computes_series, masked=masked,
-                     cpu_only=True, flat=False)
+                     cpu_only=True, flat=False, rows=rows)
     if hoist.values_kernel(op, h) != f"{h.kernel}_hoist":
         return [reading]
     values = cpp_expr.kernel_code(list(h.values) if len(h.values) > 1 else h.values[0], scope, list(h.reads))

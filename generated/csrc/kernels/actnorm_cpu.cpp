@@ -327,6 +327,16 @@ void actnorm_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _ou
   }
 }
 
+// grad as rows of its trailing dims, the inputs repeated over them (a bias) read from one row, the
+// gradients of those summed over the rows as computed (opgen::rows_summed): nothing is stored at
+// grad's size that is only summed after.
+template <typename scalar_t>
+void actnorm_backward_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 2> _full, std::array<scalar_t*, 2> _sums, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 2>& _o) {
+    actnorm_backward_contiguous_chunk<scalar_t>(0, _n, _o[0], _o[1], _grad_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, _x_ptr + ((_repeated >> 1) & 1 ? 0 : _r * _cols) + _begin, _bias_ptr + ((_repeated >> 2) & 1 ? 0 : _r * _cols) + _begin, _log_scale_ptr + ((_repeated >> 3) & 1 ? 0 : _r * _cols) + _begin);
+  });
+}
+
 template <typename scalar_t>
 void actnorm_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -802,6 +812,16 @@ void actnorm_backward_from_hoisted_contiguous_loop(int64_t _n, scalar_t* _out0, 
   }
 }
 
+// grad as rows of its trailing dims, the inputs repeated over them (a bias) read from one row, the
+// gradients of those summed over the rows as computed (opgen::rows_summed): nothing is stored at
+// grad's size that is only summed after.
+template <typename scalar_t>
+void actnorm_backward_from_hoisted_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 2> _full, std::array<scalar_t*, 2> _sums, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 2>& _o) {
+    actnorm_backward_from_hoisted_contiguous_chunk<scalar_t>(0, _n, _o[0], _o[1], _grad_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, _x_ptr + ((_repeated >> 1) & 1 ? 0 : _r * _cols) + _begin, _bias_ptr + ((_repeated >> 2) & 1 ? 0 : _r * _cols) + _begin, _hoisted__0_ptr + ((_repeated >> 3) & 1 ? 0 : _r * _cols) + _begin);
+  });
+}
+
 template <typename scalar_t>
 void actnorm_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -938,6 +958,18 @@ void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out0,
   }
 }
 
+
+void actnorm_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return actnorm_backward_rows_loop<float>(_rows, _cols, _repeated, opgen::typed_pointers<float>(_full), opgen::typed_pointers<float>(_sums), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), static_cast<const float*>(_log_scale_ptr));
+    case at::ScalarType::Double:
+      return actnorm_backward_rows_loop<double>(_rows, _cols, _repeated, opgen::typed_pointers<double>(_full), opgen::typed_pointers<double>(_sums), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), static_cast<const double*>(_log_scale_ptr));
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.actnorm_backward", "(): no row kernel for dtype ", _dtype);
+  }
+}
+
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -996,6 +1028,18 @@ void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::ar
       return actnorm_backward_from_hoisted_loop<at::BFloat16>(_iter, _store);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.actnorm_backward_from_hoisted", "(): no CPU kernel for dtype ", _iter.common_dtype());
+  }
+}
+
+
+void actnorm_backward_from_hoisted_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return actnorm_backward_from_hoisted_rows_loop<float>(_rows, _cols, _repeated, opgen::typed_pointers<float>(_full), opgen::typed_pointers<float>(_sums), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), static_cast<const float*>(_hoisted__0_ptr));
+    case at::ScalarType::Double:
+      return actnorm_backward_from_hoisted_rows_loop<double>(_rows, _cols, _repeated, opgen::typed_pointers<double>(_full), opgen::typed_pointers<double>(_sums), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), static_cast<const double*>(_hoisted__0_ptr));
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.actnorm_backward_from_hoisted", "(): no row kernel for dtype ", _dtype);
   }
 }
 

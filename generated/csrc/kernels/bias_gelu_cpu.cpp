@@ -169,6 +169,16 @@ void bias_gelu_backward_contiguous_loop(int64_t _n, scalar_t* _out, const scalar
   }
 }
 
+// grad as rows of its trailing dims, the inputs repeated over them (a bias) read from one row, the
+// gradients of those summed over the rows as computed (opgen::rows_summed): nothing is stored at
+// grad's size that is only summed after.
+template <typename scalar_t>
+void bias_gelu_backward_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 1> _full, std::array<scalar_t*, 1> _sums, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, bool bias__absent) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 1>& _o) {
+    bias_gelu_backward_contiguous_chunk<scalar_t>(0, _n, _o[0], _grad_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, _x_ptr + ((_repeated >> 1) & 1 ? 0 : _r * _cols) + _begin, _bias_ptr + ((_repeated >> 2) & 1 ? 0 : _r * _cols) + _begin, bias__absent);
+  });
+}
+
 template <typename scalar_t>
 void bias_gelu_backward_loop(at::TensorIteratorBase& _iter, bool bias__absent) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -259,6 +269,18 @@ void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _out
       return bias_gelu_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_grad_ptr), static_cast<const at::BFloat16*>(_x_ptr), static_cast<const at::BFloat16*>(_bias_ptr), bias__absent);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.bias_gelu_backward", "(): no CPU kernel for dtype ", _dtype);
+  }
+}
+
+
+void bias_gelu_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 1> _full, std::array<void*, 1> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return bias_gelu_backward_rows_loop<float>(_rows, _cols, _repeated, opgen::typed_pointers<float>(_full), opgen::typed_pointers<float>(_sums), static_cast<const float*>(_grad_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_bias_ptr), bias__absent);
+    case at::ScalarType::Double:
+      return bias_gelu_backward_rows_loop<double>(_rows, _cols, _repeated, opgen::typed_pointers<double>(_full), opgen::typed_pointers<double>(_sums), static_cast<const double*>(_grad_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_bias_ptr), bias__absent);
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.bias_gelu_backward", "(): no row kernel for dtype ", _dtype);
   }
 }
 

@@ -382,6 +382,16 @@ void to_cartesian_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t
   }
 }
 
+// grad as rows of its trailing dims, the inputs repeated over them (a bias) read from one row, the
+// gradients of those summed over the rows as computed (opgen::rows_summed): nothing is stored at
+// grad's size that is only summed after.
+template <typename scalar_t>
+void to_cartesian_backward_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 2> _full, std::array<scalar_t*, 2> _sums, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _theta_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, bool grad_x__given, bool grad_y__given) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 2>& _o) {
+    to_cartesian_backward_contiguous_chunk<scalar_t>(0, _n, _o[0], _o[1], _grad_x_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, _grad_y_ptr + ((_repeated >> 1) & 1 ? 0 : _r * _cols) + _begin, _theta_ptr + ((_repeated >> 2) & 1 ? 0 : _r * _cols) + _begin, _x_ptr + ((_repeated >> 3) & 1 ? 0 : _r * _cols) + _begin, _y_ptr + ((_repeated >> 4) & 1 ? 0 : _r * _cols) + _begin, grad_x__given, grad_y__given);
+  });
+}
+
 template <typename scalar_t>
 void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -982,6 +992,16 @@ void to_cartesian_backward_from_hoisted_contiguous_loop(int64_t _n, scalar_t* _o
   }
 }
 
+// grad as rows of its trailing dims, the inputs repeated over them (a bias) read from one row, the
+// gradients of those summed over the rows as computed (opgen::rows_summed): nothing is stored at
+// grad's size that is only summed after.
+template <typename scalar_t>
+void to_cartesian_backward_from_hoisted_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 2> _full, std::array<scalar_t*, 2> _sums, const scalar_t* _grad_x_ptr, const scalar_t* _grad_y_ptr, const scalar_t* _x_ptr, const scalar_t* _y_ptr, const scalar_t* _hoisted__0_ptr, const scalar_t* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 2>& _o) {
+    to_cartesian_backward_from_hoisted_contiguous_chunk<scalar_t>(0, _n, _o[0], _o[1], _grad_x_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, _grad_y_ptr + ((_repeated >> 1) & 1 ? 0 : _r * _cols) + _begin, _x_ptr + ((_repeated >> 2) & 1 ? 0 : _r * _cols) + _begin, _y_ptr + ((_repeated >> 3) & 1 ? 0 : _r * _cols) + _begin, _hoisted__0_ptr + ((_repeated >> 4) & 1 ? 0 : _r * _cols) + _begin, _hoisted__1_ptr + ((_repeated >> 5) & 1 ? 0 : _r * _cols) + _begin, grad_x__given, grad_y__given);
+  });
+}
+
 template <typename scalar_t>
 void to_cartesian_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -1134,6 +1154,18 @@ void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
   }
 }
 
+
+void to_cartesian_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return to_cartesian_backward_rows_loop<float>(_rows, _cols, _repeated, opgen::typed_pointers<float>(_full), opgen::typed_pointers<float>(_sums), static_cast<const float*>(_grad_x_ptr), static_cast<const float*>(_grad_y_ptr), static_cast<const float*>(_theta_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_y_ptr), grad_x__given, grad_y__given);
+    case at::ScalarType::Double:
+      return to_cartesian_backward_rows_loop<double>(_rows, _cols, _repeated, opgen::typed_pointers<double>(_full), opgen::typed_pointers<double>(_sums), static_cast<const double*>(_grad_x_ptr), static_cast<const double*>(_grad_y_ptr), static_cast<const double*>(_theta_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_y_ptr), grad_x__given, grad_y__given);
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward", "(): no row kernel for dtype ", _dtype);
+  }
+}
+
 void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter) {
   switch (_iter.common_dtype()) {
     case at::ScalarType::Float:
@@ -1192,6 +1224,18 @@ void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, st
       return to_cartesian_backward_from_hoisted_loop<at::BFloat16>(_iter, _store, grad_x__given, grad_y__given);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward_from_hoisted", "(): no CPU kernel for dtype ", _iter.common_dtype());
+  }
+}
+
+
+void to_cartesian_backward_from_hoisted_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return to_cartesian_backward_from_hoisted_rows_loop<float>(_rows, _cols, _repeated, opgen::typed_pointers<float>(_full), opgen::typed_pointers<float>(_sums), static_cast<const float*>(_grad_x_ptr), static_cast<const float*>(_grad_y_ptr), static_cast<const float*>(_x_ptr), static_cast<const float*>(_y_ptr), static_cast<const float*>(_hoisted__0_ptr), static_cast<const float*>(_hoisted__1_ptr), grad_x__given, grad_y__given);
+    case at::ScalarType::Double:
+      return to_cartesian_backward_from_hoisted_rows_loop<double>(_rows, _cols, _repeated, opgen::typed_pointers<double>(_full), opgen::typed_pointers<double>(_sums), static_cast<const double*>(_grad_x_ptr), static_cast<const double*>(_grad_y_ptr), static_cast<const double*>(_x_ptr), static_cast<const double*>(_y_ptr), static_cast<const double*>(_hoisted__0_ptr), static_cast<const double*>(_hoisted__1_ptr), grad_x__given, grad_y__given);
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.to_cartesian_backward_from_hoisted", "(): no row kernel for dtype ", _dtype);
   }
 }
 

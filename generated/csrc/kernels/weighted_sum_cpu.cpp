@@ -162,6 +162,16 @@ void weighted_sum_backward_contiguous_loop(int64_t _n, scalar_t* _out, const sca
   }
 }
 
+// grad as rows of its trailing dims, the inputs repeated over them (a bias) read from one row, the
+// gradients of those summed over the rows as computed (opgen::rows_summed): nothing is stored at
+// grad's size that is only summed after.
+template <typename scalar_t>
+void weighted_sum_backward_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 1> _full, std::array<scalar_t*, 1> _sums, const scalar_t* _grad_ptr, double weight) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 1>& _o) {
+    weighted_sum_backward_contiguous_chunk<scalar_t>(0, _n, _o[0], _grad_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, weight);
+  });
+}
+
 template <typename scalar_t>
 void weighted_sum_backward_loop(at::TensorIteratorBase& _iter, double weight) {
   using opmath_t = at::opmath_type<scalar_t>;
@@ -251,6 +261,18 @@ void weighted_sum_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _
       return weighted_sum_backward_contiguous_loop<at::BFloat16>(_n, static_cast<at::BFloat16*>(_out), static_cast<const at::BFloat16*>(_grad_ptr), weight);
     default:
       TORCH_CHECK_TYPE(false, "opgen_ops.weighted_sum_backward", "(): no CPU kernel for dtype ", _dtype);
+  }
+}
+
+
+void weighted_sum_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 1> _full, std::array<void*, 1> _sums, const void* _grad_ptr, double weight) {
+  switch (_dtype) {
+    case at::ScalarType::Float:
+      return weighted_sum_backward_rows_loop<float>(_rows, _cols, _repeated, opgen::typed_pointers<float>(_full), opgen::typed_pointers<float>(_sums), static_cast<const float*>(_grad_ptr), weight);
+    case at::ScalarType::Double:
+      return weighted_sum_backward_rows_loop<double>(_rows, _cols, _repeated, opgen::typed_pointers<double>(_full), opgen::typed_pointers<double>(_sums), static_cast<const double*>(_grad_ptr), weight);
+    default:
+      TORCH_CHECK_TYPE(false, "opgen_ops.weighted_sum_backward", "(): no row kernel for dtype ", _dtype);
   }
 }
 

@@ -11,10 +11,12 @@ void actnorm_kernel(at::TensorIteratorBase& _iter);
 void actnorm_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
 void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
+void actnorm_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
 void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
+void actnorm_backward_from_hoisted_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -22,10 +24,12 @@ void actnorm_kernel(at::TensorIteratorBase& _iter);
 void actnorm_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
 void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
+void actnorm_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
 void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
+void actnorm_backward_from_hoisted_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -34,10 +38,12 @@ void actnorm_kernel(at::TensorIteratorBase& _iter);
 void actnorm_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
 void actnorm_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g2, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
+void actnorm_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _log_scale_ptr);
 void actnorm_hoist_kernel(at::TensorIteratorBase& _iter);
 void actnorm_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, const void* _log_scale_ptr);
 void actnorm_from_hoisted_kernel(at::TensorIteratorBase& _iter);
 void actnorm_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store);
+void actnorm_backward_from_hoisted_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, const void* _hoisted__0_ptr);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -265,6 +271,90 @@ at::ScalarType actnorm_backward_check(const at::Tensor& grad, const at::Tensor& 
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& bias, const at::Tensor& log_scale, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, c10::SymIntArrayRef log_scale__shape, std::array<bool, 3> output_mask) {
   const at::ScalarType _dtype = actnorm_backward_check(grad, x, bias, log_scale, x__shape, bias__shape, log_scale__shape, output_mask);
+  if (const auto _rows = opgen::broadcast_rows(grad, _dtype, { grad, x, bias, log_scale }, { x__shape, bias__shape, log_scale__shape },
+                                               { output_mask[0], output_mask[1], output_mask[2] })) {
+    // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
+    // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed
+    // as it is computed.
+    const at::Tensor _g0 = (output_mask[0] && !_rows->sums(0)) || (output_mask[1] && !_rows->sums(1)) ? opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype), { grad, x, bias, log_scale }) : at::Tensor();
+    const at::Tensor _s0 = (output_mask[0] && _rows->sums(0)) || (output_mask[1] && _rows->sums(1)) ? at::empty({_rows->cols}, grad.options().dtype(_dtype)) : at::Tensor();
+    const at::Tensor _g2 = (output_mask[2] && !_rows->sums(2)) ? opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype), { grad, x, bias, log_scale }) : at::Tensor();
+    const at::Tensor _s2 = (output_mask[2] && _rows->sums(2)) ? at::empty({_rows->cols}, grad.options().dtype(_dtype)) : at::Tensor();
+    const std::array<void*, 2> _full{ _g0.defined() ? _g0.data_ptr() : nullptr, _g2.defined() ? _g2.data_ptr() : nullptr };
+    const std::array<void*, 2> _sums{ _s0.defined() ? _s0.data_ptr() : nullptr, _s2.defined() ? _s2.data_ptr() : nullptr };
+    // exp(log_scale) reads only log_scale: on a CPU, when that is much smaller than
+    // the output (broadcast over it), computed once per element of it first, then the loop reads it.
+    const auto _hoisted_shape = opgen::hoisted_shape(grad, { log_scale }, { grad, x, bias, log_scale });
+    std::optional<opgen::BroadcastRows> _hoisted_rows;
+    if (_hoisted_shape) {
+      const at::Tensor hoisted__0 = at::empty(*_hoisted_shape, grad.options());
+      if (opgen::same_dense_layout(hoisted__0, { log_scale })) {
+        static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::actnorm_hoist_contiguous
+  #if defined(OPGEN_HAVE_AVX2)
+        , &cpu::AVX2::actnorm_hoist_contiguous
+  #else
+        , decltype(&cpu::DEFAULT::actnorm_hoist_contiguous){}
+  #endif
+  #if defined(OPGEN_HAVE_AVX512)
+        , &cpu::AVX512::actnorm_hoist_contiguous
+  #else
+        , decltype(&cpu::DEFAULT::actnorm_hoist_contiguous){}
+  #endif
+        );
+        _contiguous.for_data(grad.scalar_type(), hoisted__0.numel())(grad.scalar_type(), hoisted__0.numel(), hoisted__0.data_ptr(), log_scale.const_data_ptr());
+      } else {
+        auto _hoist_iter = at::TensorIteratorConfig()
+                              .add_output(hoisted__0)
+                              .add_const_input(log_scale)
+                              .build();
+        static const auto _hoist = opgen::pick_cpu_kernel(&cpu::DEFAULT::actnorm_hoist_kernel
+  #if defined(OPGEN_HAVE_AVX2)
+        , &cpu::AVX2::actnorm_hoist_kernel
+  #else
+        , decltype(&cpu::DEFAULT::actnorm_hoist_kernel){}
+  #endif
+  #if defined(OPGEN_HAVE_AVX512)
+        , &cpu::AVX512::actnorm_hoist_kernel
+  #else
+        , decltype(&cpu::DEFAULT::actnorm_hoist_kernel){}
+  #endif
+        );
+        _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter);
+      }
+      _hoisted_rows = opgen::broadcast_rows(grad, _dtype, { grad, x, bias, hoisted__0 }, { x__shape, bias__shape, log_scale__shape },
+                                            { output_mask[0], output_mask[1], output_mask[2] });
+    }
+    if (_hoisted_rows && _hoisted_rows->cols == _rows->cols) {  // else the rows split elsewhere: read the inputs
+      static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::actnorm_backward_from_hoisted_rows
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::actnorm_backward_from_hoisted_rows
+#else
+      , decltype(&cpu::DEFAULT::actnorm_backward_from_hoisted_rows){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::actnorm_backward_from_hoisted_rows
+#else
+      , decltype(&cpu::DEFAULT::actnorm_backward_from_hoisted_rows){}
+#endif
+      , /*avx512_in_cache=*/false);
+      _by_rows.for_data(_dtype, grad.numel())(_dtype, _hoisted_rows->rows, _hoisted_rows->cols, _hoisted_rows->repeated, _full, _sums, _hoisted_rows->data(0), _hoisted_rows->data(1), _hoisted_rows->data(2), _hoisted_rows->data(3));
+    } else {
+      static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::actnorm_backward_rows
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::actnorm_backward_rows
+#else
+      , decltype(&cpu::DEFAULT::actnorm_backward_rows){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::actnorm_backward_rows
+#else
+      , decltype(&cpu::DEFAULT::actnorm_backward_rows){}
+#endif
+      );
+      _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), _rows->data(1), _rows->data(2), _rows->data(3));
+    }
+    return std::make_tuple(!output_mask[0] ? at::Tensor() : _rows->sums(0) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), x__shape), false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : _rows->sums(1) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), bias__shape), (output_mask[0] && _rows->sums(0)) || false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)), !output_mask[2] ? at::Tensor() : _rows->sums(2) ? opgen::rows_gradient(_s2, *_rows, opgen::reduced_shape(grad.sym_sizes(), log_scale__shape), false) : opgen::summed_gradient(_g2, opgen::reduced_shape(grad.sym_sizes(), log_scale__shape)));
+  }
   // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
   // The gradients of x and bias: one formula, one buffer.
   at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),

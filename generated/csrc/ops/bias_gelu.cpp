@@ -11,6 +11,7 @@ void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
+void bias_gelu_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 1> _full, std::array<void*, 1> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -18,6 +19,7 @@ void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
+void bias_gelu_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 1> _full, std::array<void*, 1> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -26,6 +28,7 @@ void bias_gelu_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 void bias_gelu_backward_kernel(at::TensorIteratorBase& _iter, bool bias__absent);
 void bias_gelu_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
+void bias_gelu_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 1> _full, std::array<void*, 1> _sums, const void* _grad_ptr, const void* _x_ptr, const void* _bias_ptr, bool bias__absent);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -195,6 +198,30 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
   [[maybe_unused]] const bool bias__absent = !opgen::is_given(bias__opt);
   const at::Tensor& bias = bias__absent ? grad : *bias__opt;
   const at::ScalarType _dtype = bias_gelu_backward_check(grad, x, bias, x__shape, bias__shape, output_mask);
+  if (const auto _rows = opgen::broadcast_rows(grad, _dtype, { grad, x, bias }, { x__shape, bias__shape },
+                                               { output_mask[0], output_mask[1] })) {
+    // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
+    // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed
+    // as it is computed.
+    const at::Tensor _g0 = (output_mask[0] && !_rows->sums(0)) || (output_mask[1] && !_rows->sums(1)) ? opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype), { grad, x, bias }) : at::Tensor();
+    const at::Tensor _s0 = (output_mask[0] && _rows->sums(0)) || (output_mask[1] && _rows->sums(1)) ? at::empty({_rows->cols}, grad.options().dtype(_dtype)) : at::Tensor();
+    const std::array<void*, 1> _full{ _g0.defined() ? _g0.data_ptr() : nullptr };
+    const std::array<void*, 1> _sums{ _s0.defined() ? _s0.data_ptr() : nullptr };
+    static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::bias_gelu_backward_rows
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::bias_gelu_backward_rows
+#else
+      , decltype(&cpu::DEFAULT::bias_gelu_backward_rows){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::bias_gelu_backward_rows
+#else
+      , decltype(&cpu::DEFAULT::bias_gelu_backward_rows){}
+#endif
+      );
+    _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), _rows->data(1), _rows->data(2), bias__absent);
+    return std::make_tuple(!output_mask[0] ? at::Tensor() : _rows->sums(0) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), x__shape), false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : _rows->sums(1) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), bias__shape), (output_mask[0] && _rows->sums(0)) || false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
+  }
   // Only the gradients asked for get a buffer.
   // The gradients of x and bias: one formula, one buffer.
   at::Tensor _g0 = !(output_mask[0] || output_mask[1]) ? at::Tensor() : opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),

@@ -11,10 +11,12 @@ void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
 void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
 void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_from_hoisted_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -22,10 +24,12 @@ void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
 void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
 void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_from_hoisted_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -34,10 +38,12 @@ void to_cartesian_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_contiguous(at::ScalarType _dtype, int64_t _n, void* _x, void* _y, const void* _r_ptr, const void* _theta_ptr);
 void to_cartesian_backward_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
 void to_cartesian_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, void* _g1, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _theta_ptr, const void* _x_ptr, const void* _y_ptr, bool grad_x__given, bool grad_y__given);
 void to_cartesian_hoist_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_hoist_contiguous(at::ScalarType _dtype, int64_t _n, void* hoisted__0, void* hoisted__1, const void* _theta_ptr);
 void to_cartesian_from_hoisted_kernel(at::TensorIteratorBase& _iter);
 void to_cartesian_backward_from_hoisted_kernel(at::TensorIteratorBase& _iter, std::array<bool, 2> _store, bool grad_x__given, bool grad_y__given);
+void to_cartesian_backward_from_hoisted_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 2> _full, std::array<void*, 2> _sums, const void* _grad_x_ptr, const void* _grad_y_ptr, const void* _x_ptr, const void* _y_ptr, const void* _hoisted__0_ptr, const void* _hoisted__1_ptr, bool grad_x__given, bool grad_y__given);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -238,6 +244,92 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
   [[maybe_unused]] const bool grad_y__given = opgen::is_given(grad_y__opt);
   [[maybe_unused]] const at::Tensor& grad_y = grad_y__given ? *grad_y__opt : _given;
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape, output_mask);
+  if (const auto _rows = opgen::broadcast_rows(grad_x, _dtype, { grad_x, grad_y, theta, x, y }, { r__shape, theta__shape },
+                                               { output_mask[0], output_mask[1] })) {
+    // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
+    // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed
+    // as it is computed.
+    const at::Tensor _g0 = (output_mask[0] && !_rows->sums(0)) ? opgen::new_gradient_buffer(grad_x.sym_sizes(), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }) : at::Tensor();
+    const at::Tensor _s0 = (output_mask[0] && _rows->sums(0)) ? at::empty({_rows->cols}, grad_x.options().dtype(_dtype)) : at::Tensor();
+    const at::Tensor _g1 = (output_mask[1] && !_rows->sums(1)) ? opgen::new_gradient_buffer(grad_x.sym_sizes(), grad_x.options().dtype(_dtype), { grad_x, grad_y, theta, x, y }) : at::Tensor();
+    const at::Tensor _s1 = (output_mask[1] && _rows->sums(1)) ? at::empty({_rows->cols}, grad_x.options().dtype(_dtype)) : at::Tensor();
+    const std::array<void*, 2> _full{ _g0.defined() ? _g0.data_ptr() : nullptr, _g1.defined() ? _g1.data_ptr() : nullptr };
+    const std::array<void*, 2> _sums{ _s0.defined() ? _s0.data_ptr() : nullptr, _s1.defined() ? _s1.data_ptr() : nullptr };
+    // cos(theta), sin(theta) read only theta: on a CPU, when that is much smaller than
+    // the output (broadcast over it), computed once per element of it first, then the loop reads them.
+    const auto _hoisted_shape = opgen::hoisted_shape(grad_x, { theta }, { grad_x, grad_y, theta, x, y });
+    std::optional<opgen::BroadcastRows> _hoisted_rows;
+    if (_hoisted_shape) {
+      const at::Tensor hoisted__0 = at::empty(*_hoisted_shape, grad_x.options());
+      const at::Tensor hoisted__1 = at::empty(*_hoisted_shape, grad_x.options());
+      if (opgen::same_dense_layout(hoisted__0, { theta })) {
+        static const auto _contiguous = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_hoist_contiguous
+  #if defined(OPGEN_HAVE_AVX2)
+        , &cpu::AVX2::to_cartesian_hoist_contiguous
+  #else
+        , decltype(&cpu::DEFAULT::to_cartesian_hoist_contiguous){}
+  #endif
+  #if defined(OPGEN_HAVE_AVX512)
+        , &cpu::AVX512::to_cartesian_hoist_contiguous
+  #else
+        , decltype(&cpu::DEFAULT::to_cartesian_hoist_contiguous){}
+  #endif
+        );
+        _contiguous.for_data(grad_x.scalar_type(), hoisted__0.numel())(grad_x.scalar_type(), hoisted__0.numel(), hoisted__0.data_ptr(), hoisted__1.data_ptr(), theta.const_data_ptr());
+      } else {
+        auto _hoist_iter = at::TensorIteratorConfig()
+                              .add_output(hoisted__0)
+                              .add_output(hoisted__1)
+                              .add_const_input(theta)
+                              .build();
+        static const auto _hoist = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_hoist_kernel
+  #if defined(OPGEN_HAVE_AVX2)
+        , &cpu::AVX2::to_cartesian_hoist_kernel
+  #else
+        , decltype(&cpu::DEFAULT::to_cartesian_hoist_kernel){}
+  #endif
+  #if defined(OPGEN_HAVE_AVX512)
+        , &cpu::AVX512::to_cartesian_hoist_kernel
+  #else
+        , decltype(&cpu::DEFAULT::to_cartesian_hoist_kernel){}
+  #endif
+        );
+        _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter);
+      }
+      _hoisted_rows = opgen::broadcast_rows(grad_x, _dtype, { grad_x, grad_y, x, y, hoisted__0, hoisted__1 }, { r__shape, theta__shape },
+                                            { output_mask[0], output_mask[1] });
+    }
+    if (_hoisted_rows && _hoisted_rows->cols == _rows->cols) {  // else the rows split elsewhere: read the inputs
+      static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_from_hoisted_rows
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::to_cartesian_backward_from_hoisted_rows
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_from_hoisted_rows){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_backward_from_hoisted_rows
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_from_hoisted_rows){}
+#endif
+      , /*avx512_in_cache=*/false);
+      _by_rows.for_data(_dtype, grad_x.numel())(_dtype, _hoisted_rows->rows, _hoisted_rows->cols, _hoisted_rows->repeated, _full, _sums, _hoisted_rows->data(0), _hoisted_rows->data(1), _hoisted_rows->data(2), _hoisted_rows->data(3), _hoisted_rows->data(4), _hoisted_rows->data(5), grad_x__given, grad_y__given);
+    } else {
+      static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_rows
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::to_cartesian_backward_rows
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_rows){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::to_cartesian_backward_rows
+#else
+      , decltype(&cpu::DEFAULT::to_cartesian_backward_rows){}
+#endif
+      );
+      _by_rows.for_data(_dtype, grad_x.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), _rows->data(1), _rows->data(2), _rows->data(3), _rows->data(4), grad_x__given, grad_y__given);
+    }
+    return std::make_tuple(!output_mask[0] ? at::Tensor() : _rows->sums(0) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad_x.sym_sizes(), r__shape), false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), !output_mask[1] ? at::Tensor() : _rows->sums(1) ? opgen::rows_gradient(_s1, *_rows, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape), false) : opgen::summed_gradient(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));
+  }
   // Only the gradients asked for get a buffer; the flat loop stores no other (a null pointer).
   at::Tensor _g0 = !output_mask[0] ? at::Tensor() : opgen::new_gradient_buffer(grad_x.sym_sizes(), grad_x.options().dtype(_dtype),
                                                  { grad_x, grad_y, theta, x, y });

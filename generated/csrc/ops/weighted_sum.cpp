@@ -11,6 +11,7 @@ void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double weight);
 void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, double weight);
+void weighted_sum_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 1> _full, std::array<void*, 1> _sums, const void* _grad_ptr, double weight);
 }  // namespace DEFAULT
 #if defined(OPGEN_HAVE_AVX2)
 namespace AVX2 {
@@ -18,6 +19,7 @@ void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double weight);
 void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, double weight);
+void weighted_sum_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 1> _full, std::array<void*, 1> _sums, const void* _grad_ptr, double weight);
 }  // namespace AVX2
 #endif
 #if defined(OPGEN_HAVE_AVX512)
@@ -26,6 +28,7 @@ void weighted_sum_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_contiguous(at::ScalarType _dtype, int64_t _n, void* _out, const void* _a_ptr, const void* _b_ptr, double weight);
 void weighted_sum_backward_kernel(at::TensorIteratorBase& _iter, double weight);
 void weighted_sum_backward_contiguous(at::ScalarType _dtype, int64_t _n, void* _g0, const void* _grad_ptr, double weight);
+void weighted_sum_backward_rows(at::ScalarType _dtype, int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<void*, 1> _full, std::array<void*, 1> _sums, const void* _grad_ptr, double weight);
 }  // namespace AVX512
 #endif
 }  // namespace opgen_ops::cpu
@@ -182,6 +185,30 @@ at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight
 
 at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape);
+  if (const auto _rows = opgen::broadcast_rows(grad, _dtype, { grad }, { a__shape },
+                                               { true })) {
+    // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
+    // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed
+    // as it is computed.
+    const at::Tensor _g0 = (true && !_rows->sums(0)) ? opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype), { grad }) : at::Tensor();
+    const at::Tensor _s0 = (true && _rows->sums(0)) ? at::empty({_rows->cols}, grad.options().dtype(_dtype)) : at::Tensor();
+    const std::array<void*, 1> _full{ _g0.defined() ? _g0.data_ptr() : nullptr };
+    const std::array<void*, 1> _sums{ _s0.defined() ? _s0.data_ptr() : nullptr };
+    static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_backward_rows
+#if defined(OPGEN_HAVE_AVX2)
+      , &cpu::AVX2::weighted_sum_backward_rows
+#else
+      , decltype(&cpu::DEFAULT::weighted_sum_backward_rows){}
+#endif
+#if defined(OPGEN_HAVE_AVX512)
+      , &cpu::AVX512::weighted_sum_backward_rows
+#else
+      , decltype(&cpu::DEFAULT::weighted_sum_backward_rows){}
+#endif
+      , /*avx512_in_cache=*/false);
+    _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), weight);
+    return _rows->sums(0) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), a__shape), false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape));
+  }
   at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
                                                  { grad });
   if (grad.numel() > 0 && grad.is_cpu() && opgen::same_dense_layout(_g0, { grad })) {

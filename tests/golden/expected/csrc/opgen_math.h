@@ -12,8 +12,11 @@
 #include <ATen/cpu/vec/vec.h>
 #include <ATen/native/cpu/Loops.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <type_traits>
 
 namespace opgen {
@@ -382,6 +385,110 @@ template <typename T>
 inline T* discarded() {
   alignas(64) static thread_local unsigned char buffer[256];  // two vectors of the widest kind
   return reinterpret_cast<T*>(buffer);
+}
+
+template <typename T, size_t N>
+std::array<T*, N> typed_pointers(const std::array<void*, N>& pointers) {
+  std::array<T*, N> out;
+  for (size_t k = 0; k < N; ++k) {
+    out[k] = static_cast<T*>(pointers[k]);
+  }
+  return out;
+}
+
+// A fused backward over grad seen as `rows` x `cols` (its leading dims by its trailing ones),
+// where some gradients belong to inputs of the trailing dims only, repeated over the rows (a
+// bias): those are summed over the rows as they are computed, never stored at grad's size.
+// `row(r, begin, n, outs)` computes columns [begin, begin + n) of row r, output k into outs[k][0, n)
+// (null: not asked for). Output k goes to `full[k] + r * cols + begin` when full[k] is given, and
+// its rows are summed into `sums[k]` (cols values) when that is given; with only a sum, each row
+// goes to a scratch row first, in L1. Rows are summed in blocks of 4 to 64 (a sixteenth of the
+// rows: enough blocks for the threads), one after the other, then the blocks pairwise: the order
+// depends on the shape alone, so a gradient is the same bit for bit whatever the thread count and
+// whatever else is asked for.
+template <typename T, size_t N, typename Row>
+void rows_summed(int64_t rows, int64_t cols, const std::array<T*, N>& full, const std::array<T*, N>& sums, const Row& row) {
+  const int64_t block_rows = std::clamp<int64_t>((rows + 15) / 16, 4, 64);
+  constexpr int64_t kTile = 1024;  // columns per task
+  const int64_t blocks = (rows + block_rows - 1) / block_rows;
+  const int64_t tiles = (cols + kTile - 1) / kTile;
+  const int64_t width = std::min(cols, kTile);
+  // block b's sum of its rows, b * cols values in: sums[k] itself when there is one block
+  std::array<std::unique_ptr<T[]>, N> partials;
+  std::array<T*, N> blocked{};
+  for (size_t k = 0; k < N; ++k) {
+    if (sums[k] != nullptr) {
+      if (blocks > 1) {
+        partials[k] = std::make_unique_for_overwrite<T[]>(blocks * cols);
+      }
+      blocked[k] = blocks > 1 ? partials[k].get() : sums[k];
+    }
+  }
+  const auto add_row = [](T* acc, const T* src, int64_t n) {
+    int64_t j = 0;
+    for (; j + Vec<T>::size() <= n; j += Vec<T>::size()) {
+      (Vec<T>::loadu(acc + j) + Vec<T>::loadu(src + j)).store(acc + j);
+    }
+    for (; j < n; ++j) {
+      acc[j] += src[j];
+    }
+  };
+  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / (block_rows * width));
+  at::parallel_for(0, blocks * tiles, grain, [&](int64_t begin, int64_t end) {
+    std::unique_ptr<T[]> scratch;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t b = task / tiles;
+      const int64_t c0 = (task % tiles) * kTile;
+      const int64_t n = std::min(kTile, cols - c0);
+      const int64_t r0 = b * block_rows;
+      const int64_t r1 = std::min(rows, r0 + block_rows);
+      for (int64_t r = r0; r < r1; ++r) {
+        std::array<T*, N> outs{};
+        for (size_t k = 0; k < N; ++k) {
+          if (full[k] != nullptr) {
+            outs[k] = full[k] + r * cols + c0;
+          } else if (sums[k] != nullptr) {
+            if (!scratch) {
+              scratch = std::make_unique_for_overwrite<T[]>(N * kTile);
+            }
+            outs[k] = scratch.get() + k * kTile;
+          }
+        }
+        row(r, c0, n, outs);
+        for (size_t k = 0; k < N; ++k) {
+          if (sums[k] != nullptr) {
+            T* acc = blocked[k] + b * cols + c0;
+            if (r == r0) {
+              std::copy_n(outs[k], n, acc);
+            } else {
+              add_row(acc, outs[k], n);
+            }
+          }
+        }
+      }
+    }
+  });
+  if (blocks == 1) {
+    return;
+  }
+  at::parallel_for(0, tiles, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t c0 = t * kTile;
+      const int64_t n = std::min(kTile, cols - c0);
+      for (size_t k = 0; k < N; ++k) {
+        if (sums[k] == nullptr) {
+          continue;
+        }
+        T* p = blocked[k] + c0;
+        for (int64_t step = 1; step < blocks; step *= 2) {
+          for (int64_t b = 0; b + step < blocks; b += 2 * step) {
+            add_row(p + b * cols, p + (b + step) * cols, n);
+          }
+        }
+        std::copy_n(p, n, sums[k] + c0);
+      }
+    }
+  });
 }
 
 // A comparison's vector result (each lane all ones or all zeros) stored as bools, the output of

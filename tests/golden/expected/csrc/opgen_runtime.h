@@ -541,6 +541,138 @@ inline std::optional<at::DimVector> hoisted_shape(const at::Tensor& out,
   return shape;
 }
 
+// A fused backward's call seen as rows (opgen::rows_summed): grad contiguous, `rows` x `cols`,
+// its leading `split` dims by the rest; every input either of grad's shape and contiguous, or
+// one row repeated over the rows (1 on the leading dims: a bias [C] or [1, C] of [N, C] or
+// [B, T, C], a per-channel [C, 1, 1] of [N, C, H, W]); the gradients asked for either of grad's
+// shape or of such a row's (bit k of `summed`: summed over the rows in the loop, then over the
+// row's own broadcast dims, if any, as sum_to). A row that is not already grad's trailing dims,
+// contiguous, is copied out to that shape first (`reads`), cols elements. float32 and float64
+// (half and bfloat16 would sum in float32: not done), on a CPU.
+struct BroadcastRows {
+  int64_t rows = 1;
+  int64_t cols = 1;
+  uint64_t repeated = 0;  // bit i: input i is a row
+  uint64_t summed = 0;
+  at::DimVector row_shape;  // grad's shape, its leading split dims 1
+  c10::SmallVector<at::Tensor, 6> reads;  // what the loop reads for each input
+
+  bool sums(size_t k) const {
+    return (summed >> k) & 1;
+  }
+  const void* data(size_t i) const {
+    return reads[i].const_data_ptr();
+  }
+};
+
+namespace detail {
+// How many leading dims of grad `shape` (right-aligned against grad's `sizes`) is 1 on; -1 when
+// `shape` is grad's shape (leading dims of size 1 aside: the same elements, laid out alike).
+inline int64_t leading_ones(at::IntArrayRef sizes, at::IntArrayRef shape) {
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  const int64_t lead = nd - static_cast<int64_t>(shape.size());
+  const auto at = [&](int64_t d) { return d < lead ? int64_t{1} : shape[d - lead]; };
+  int64_t same = nd;  // grad's shape from dim `same` on
+  while (same > 0 && at(same - 1) == sizes[same - 1]) {
+    --same;
+  }
+  if (std::all_of(sizes.begin(), sizes.begin() + same, [](int64_t s) { return s == 1; })) {
+    return -1;
+  }
+  int64_t ones = 0;
+  while (ones < nd && at(ones) == 1) {
+    ++ones;
+  }
+  return ones;
+}
+}  // namespace detail
+
+inline std::optional<BroadcastRows> broadcast_rows(const at::Tensor& grad, at::ScalarType dtype,
+                                                   std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs,
+                                                   std::initializer_list<c10::SymIntArrayRef> shapes,
+                                                   std::initializer_list<bool> asked) {
+  constexpr int64_t kMinCols = 16;  // narrower rows: the TensorIterator's loop and a sum after
+  constexpr int64_t kMinRows = 4;   // fewer: copying a row out or summing one after costs what it saves
+  if (!grad.is_cpu() || (dtype != at::kFloat && dtype != at::kDouble) || grad.scalar_type() != dtype ||
+      grad.numel() == 0 || !grad.is_contiguous()) {
+    return std::nullopt;
+  }
+  const at::IntArrayRef sizes = grad.sizes();
+  const int64_t nd = static_cast<int64_t>(sizes.size());
+  int64_t split = nd + 1;  // the fewest leading ones of any row
+  for (const at::Tensor& t : inputs) {
+    if (t.scalar_type() != dtype) {
+      return std::nullopt;
+    }
+    const int64_t ones = detail::leading_ones(sizes, t.sizes());
+    if (ones < 0 ? !t.is_contiguous() : ones == 0) {
+      return std::nullopt;
+    }
+    split = ones < 0 ? split : std::min(split, ones);
+  }
+  c10::SmallVector<c10::SymDimVector, 6> targets;
+  auto want = asked.begin();
+  for (c10::SymIntArrayRef shape : shapes) {
+    targets.push_back(reduced_shape(grad.sym_sizes(), shape));
+    if (*want++) {
+      const auto reduced = c10::asIntArrayRefSlowOpt(targets.back());
+      if (!reduced) {
+        return std::nullopt;
+      }
+      const int64_t ones = detail::leading_ones(sizes, *reduced);
+      if (ones == 0) {
+        return std::nullopt;
+      }
+      split = ones < 0 ? split : std::min(split, ones);
+    }
+  }
+  if (split > nd) {
+    return std::nullopt;  // nothing repeated or summed: the other paths
+  }
+  BroadcastRows out;
+  out.rows = c10::multiply_integers(sizes.begin(), sizes.begin() + split);
+  out.cols = c10::multiply_integers(sizes.begin() + split, sizes.end());
+  out.row_shape = at::DimVector(sizes);
+  std::fill(out.row_shape.begin(), out.row_shape.begin() + split, 1);
+  const auto is_row = [&](at::IntArrayRef shape) {
+    return c10::multiply_integers(shape) == out.cols;  // grad's trailing dims, leading ones aside
+  };
+  bool copies = false;
+  size_t i = 0;
+  for (const at::Tensor& t : inputs) {
+    if (detail::leading_ones(sizes, t.sizes()) < 0) {
+      out.reads.push_back(t);
+    } else {
+      out.repeated |= uint64_t{1} << i;
+      copies |= !(is_row(t.sizes()) && t.is_contiguous());
+      out.reads.push_back(is_row(t.sizes()) && t.is_contiguous() ? t : t.expand(out.row_shape).contiguous());
+    }
+    ++i;
+  }
+  want = asked.begin();
+  for (size_t k = 0; k < targets.size(); ++k) {
+    if (*want++ && !grad.sym_sizes().equals(targets[k]) && detail::leading_ones(sizes, C10_AS_INTARRAYREF_SLOW(targets[k])) >= 0) {
+      out.summed |= uint64_t{1} << k;
+      copies |= !is_row(C10_AS_INTARRAYREF_SLOW(targets[k]));
+    }
+  }
+  if (out.cols < kMinCols || (copies && out.rows < kMinRows)) {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// A gradient summed over the rows (`sum`, cols values) as the input's shape `target`: summed
+// further over the row's own broadcast dims where the input has them ([C, 1, 1] of [N, C, H, W]);
+// a copy for a second input sharing it, so no two gradients alias.
+inline at::Tensor rows_gradient(const at::Tensor& sum, const BroadcastRows& rows, c10::SymIntArrayRef target, bool copy) {
+  if (c10::multiply_integers(C10_AS_INTARRAYREF_SLOW(target)) == rows.cols) {
+    at::Tensor g = sum.view_symint(target);
+    return copy ? g.clone() : g;
+  }
+  return at::sum_to(sum.view(rows.row_shape), C10_AS_INTARRAYREF_SLOW(target)).contiguous();
+}
+
 // ---- reductions
 
 using DimMask = at::TensorIteratorBase::DimMask;
