@@ -48,17 +48,19 @@ def kernels(op: OpSpec) -> tuple[Kernel, ...]:
     code = backward.kernel_code(op, plan) if plan is not None else None
     if code is not None:
         out.append(Kernel(plan.name, code, list(plan.kernel_attrs), memory_bound=not code.computes_series, masked=plan.kernel_masked,
-                          rows=broadcasts(op)))
+                          rows=by_rows(op)))
     if (h := hoist.forward(op)) is not None:
         out += _hoisted(op, h, ctx.kernel_scope(op), out[0].attrs, masked=False)
     if (h := hoist.backward_kernel(op)) is not None:
-        out += _hoisted(op, h, backward.scope(op), list(plan.kernel_attrs), masked=plan.kernel_masked, rows=broadcasts(op))
+        out += _hoisted(op, h, backward.scope(op), list(plan.kernel_attrs), masked=plan.kernel_masked, rows=by_rows(op))
     return tuple(out)
 
 
-def broadcasts(op: OpSpec) -> bool:
-    """Inputs may broadcast against each other, so a gradient may need summing to its input's shape."""
-    return op.shape.kind == "broadcast" and len(op.tensor_inputs) > 1
+def by_rows(op: OpSpec) -> bool:
+    """Inputs may broadcast against each other, so a gradient may need summing to its input's
+    shape: the fused backward gets an entry by rows (at most opgen::kMaxRowOutputs, 8, outputs)."""
+    plan = backward.plan(op)
+    return op.shape.kind == "broadcast" and len(op.tensor_inputs) > 1 and len(plan.kernel_outputs) <= 8
 
 
 def _hoisted(op: OpSpec, h: hoist.Hoist, scope: E.Scope, attrs: list[ctx.KernelAttr], masked: bool,

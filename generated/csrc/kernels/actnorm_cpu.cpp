@@ -332,7 +332,7 @@ void actnorm_backward_contiguous_loop(int64_t _n, scalar_t* _out0, scalar_t* _ou
 // grad's size that is only summed after.
 template <typename scalar_t>
 void actnorm_backward_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 2> _full, std::array<scalar_t*, 2> _sums, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _log_scale_ptr) {
-  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 2>& _o) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, 2, _full.data(), _sums.data(), [=](int64_t _r, int64_t _begin, int64_t _n, scalar_t* const* _o) {
     actnorm_backward_contiguous_chunk<scalar_t>(0, _n, _o[0], _o[1], _grad_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, _x_ptr + ((_repeated >> 1) & 1 ? 0 : _r * _cols) + _begin, _bias_ptr + ((_repeated >> 2) & 1 ? 0 : _r * _cols) + _begin, _log_scale_ptr + ((_repeated >> 3) & 1 ? 0 : _r * _cols) + _begin);
   });
 }
@@ -817,7 +817,7 @@ void actnorm_backward_from_hoisted_contiguous_loop(int64_t _n, scalar_t* _out0, 
 // grad's size that is only summed after.
 template <typename scalar_t>
 void actnorm_backward_from_hoisted_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 2> _full, std::array<scalar_t*, 2> _sums, const scalar_t* _grad_ptr, const scalar_t* _x_ptr, const scalar_t* _bias_ptr, const scalar_t* _hoisted__0_ptr) {
-  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 2>& _o) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, 2, _full.data(), _sums.data(), [=](int64_t _r, int64_t _begin, int64_t _n, scalar_t* const* _o) {
     actnorm_backward_from_hoisted_contiguous_chunk<scalar_t>(0, _n, _o[0], _o[1], _grad_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, _x_ptr + ((_repeated >> 1) & 1 ? 0 : _r * _cols) + _begin, _bias_ptr + ((_repeated >> 2) & 1 ? 0 : _r * _cols) + _begin, _hoisted__0_ptr + ((_repeated >> 3) & 1 ? 0 : _r * _cols) + _begin);
   });
 }

@@ -167,7 +167,7 @@ void weighted_sum_backward_contiguous_loop(int64_t _n, scalar_t* _out, const sca
 // grad's size that is only summed after.
 template <typename scalar_t>
 void weighted_sum_backward_rows_loop(int64_t _rows, int64_t _cols, uint64_t _repeated, std::array<scalar_t*, 1> _full, std::array<scalar_t*, 1> _sums, const scalar_t* _grad_ptr, double weight) {
-  opgen::rows_summed<scalar_t>(_rows, _cols, _full, _sums, [=](int64_t _r, int64_t _begin, int64_t _n, const std::array<scalar_t*, 1>& _o) {
+  opgen::rows_summed<scalar_t>(_rows, _cols, 1, _full.data(), _sums.data(), [=](int64_t _r, int64_t _begin, int64_t _n, scalar_t* const* _o) {
     weighted_sum_backward_contiguous_chunk<scalar_t>(0, _n, _o[0], _grad_ptr + ((_repeated >> 0) & 1 ? 0 : _r * _cols) + _begin, weight);
   });
 }
