@@ -272,6 +272,7 @@ at::ScalarType actnorm_backward_check(const at::Tensor& grad, const at::Tensor& 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::Tensor& grad, const at::Tensor& x, const at::Tensor& bias, const at::Tensor& log_scale, c10::SymIntArrayRef x__shape, c10::SymIntArrayRef bias__shape, c10::SymIntArrayRef log_scale__shape, std::array<bool, 3> output_mask) {
   const at::ScalarType _dtype = actnorm_backward_check(grad, x, bias, log_scale, x__shape, bias__shape, log_scale__shape, output_mask);
   if (const auto _rows = opgen::broadcast_rows(grad, _dtype, { grad, x, bias, log_scale }, { x__shape, bias__shape, log_scale__shape },
+                                               { true, true, true },
                                                { output_mask[0], output_mask[1], output_mask[2] })) {
     // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
     // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed
@@ -322,6 +323,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
         _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter);
       }
       _hoisted_rows = opgen::broadcast_rows(grad, _dtype, { grad, x, bias, hoisted__0 }, { x__shape, bias__shape, log_scale__shape },
+                                            { true, true, true },
                                             { output_mask[0], output_mask[1], output_mask[2] });
     }
     if (_hoisted_rows && _hoisted_rows->cols == _rows->cols) {  // else the rows split elsewhere: read the inputs

@@ -215,6 +215,7 @@ at::ScalarType add_backward_check(const at::Tensor& grad, double alpha, c10::Sym
 at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntArrayRef b__shape) {
   const at::ScalarType _dtype = add_backward_check(grad, alpha, b__shape);
   if (const auto _rows = opgen::broadcast_rows(grad, _dtype, { grad }, { b__shape },
+                                               { true },
                                                { true })) {
     // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
     // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed

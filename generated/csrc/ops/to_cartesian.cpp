@@ -245,6 +245,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
   [[maybe_unused]] const at::Tensor& grad_y = grad_y__given ? *grad_y__opt : _given;
   const at::ScalarType _dtype = to_cartesian_backward_check(grad_x, grad_y, theta, x, y, r__shape, theta__shape, output_mask);
   if (const auto _rows = opgen::broadcast_rows(grad_x, _dtype, { grad_x, grad_y, theta, x, y }, { r__shape, theta__shape },
+                                               { true, true },
                                                { output_mask[0], output_mask[1] })) {
     // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
     // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed
@@ -297,6 +298,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
         _hoist.for_data(_hoist_iter.common_dtype(), _hoist_iter.numel())(_hoist_iter);
       }
       _hoisted_rows = opgen::broadcast_rows(grad_x, _dtype, { grad_x, grad_y, x, y, hoisted__0, hoisted__1 }, { r__shape, theta__shape },
+                                            { true, true },
                                             { output_mask[0], output_mask[1] });
     }
     if (_hoisted_rows && _hoisted_rows->cols == _rows->cols) {  // else the rows split elsewhere: read the inputs

@@ -546,7 +546,7 @@ inline std::optional<at::DimVector> hoisted_shape(const at::Tensor& out,
 // one row repeated over the rows (1 on the leading dims: a bias [C] or [1, C] of [N, C] or
 // [B, T, C], a per-channel [C, 1, 1] of [N, C, H, W]); the gradients asked for either of grad's
 // shape or of such a row's (bit k of `summed`: summed over the rows in the loop, then over the
-// row's own broadcast dims, if any, as sum_to). A row that is not already grad's trailing dims,
+// row's own broadcast dims, if any, as sum_to), at least one of them a row's. A row that is not already grad's trailing dims,
 // contiguous, is copied out to that shape first (`reads`), cols elements. float32 and float64
 // (half and bfloat16 would sum in float32: not done), on a CPU.
 struct BroadcastRows {
@@ -590,6 +590,7 @@ inline int64_t leading_ones(at::IntArrayRef sizes, at::IntArrayRef shape) {
 inline std::optional<BroadcastRows> broadcast_rows(const at::Tensor& grad, at::ScalarType dtype,
                                                    std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs,
                                                    std::initializer_list<c10::SymIntArrayRef> shapes,
+                                                   std::initializer_list<bool> known,
                                                    std::initializer_list<bool> asked) {
   constexpr int64_t kMinCols = 16;  // narrower rows: the TensorIterator's loop and a sum after
   constexpr int64_t kMinRows = 4;   // fewer: copying a row out or summing one after costs what it saves
@@ -610,11 +611,14 @@ inline std::optional<BroadcastRows> broadcast_rows(const at::Tensor& grad, at::S
     }
     split = ones < 0 ? split : std::min(split, ones);
   }
+  // The path depends on the shapes, not on which gradients are asked for (those not asked for
+  // count too), so each gradient is the same bit for bit whatever else is asked for; an absent
+  // Tensor? counts only when asked for (never).
   c10::SmallVector<c10::SymDimVector, 6> targets;
-  auto want = asked.begin();
+  auto considered = known.begin();
   for (c10::SymIntArrayRef shape : shapes) {
     targets.push_back(reduced_shape(grad.sym_sizes(), shape));
-    if (*want++) {
+    if (*considered++) {
       const auto reduced = c10::asIntArrayRefSlowOpt(targets.back());
       if (!reduced) {
         return std::nullopt;
@@ -638,26 +642,35 @@ inline std::optional<BroadcastRows> broadcast_rows(const at::Tensor& grad, at::S
     return c10::multiply_integers(shape) == out.cols;  // grad's trailing dims, leading ones aside
   };
   bool copies = false;
-  size_t i = 0;
-  for (const at::Tensor& t : inputs) {
-    if (detail::leading_ones(sizes, t.sizes()) < 0) {
-      out.reads.push_back(t);
-    } else {
-      out.repeated |= uint64_t{1} << i;
-      copies |= !(is_row(t.sizes()) && t.is_contiguous());
-      out.reads.push_back(is_row(t.sizes()) && t.is_contiguous() ? t : t.expand(out.row_shape).contiguous());
-    }
-    ++i;
-  }
-  want = asked.begin();
+  bool any_row = false;
+  considered = known.begin();
+  auto want = asked.begin();
   for (size_t k = 0; k < targets.size(); ++k) {
-    if (*want++ && !grad.sym_sizes().equals(targets[k]) && detail::leading_ones(sizes, C10_AS_INTARRAYREF_SLOW(targets[k])) >= 0) {
+    const bool row = *considered++ && !grad.sym_sizes().equals(targets[k]) &&
+                     detail::leading_ones(sizes, C10_AS_INTARRAYREF_SLOW(targets[k])) >= 0;
+    any_row |= row;
+    if (row && *want) {
       out.summed |= uint64_t{1} << k;
       copies |= !is_row(C10_AS_INTARRAYREF_SLOW(targets[k]));
     }
+    ++want;
+  }
+  if (!any_row) {
+    return std::nullopt;  // no gradient to sum: the TensorIterator's rows do the same, with no copies
+  }
+  const auto as_is = [&](const at::Tensor& t) {
+    return detail::leading_ones(sizes, t.sizes()) < 0 || (is_row(t.sizes()) && t.is_contiguous());
+  };
+  for (const at::Tensor& t : inputs) {
+    copies |= !as_is(t);
   }
   if (out.cols < kMinCols || (copies && out.rows < kMinRows)) {
     return std::nullopt;
+  }
+  size_t i = 0;
+  for (const at::Tensor& t : inputs) {
+    out.repeated |= uint64_t{detail::leading_ones(sizes, t.sizes()) >= 0} << i++;
+    out.reads.push_back(as_is(t) ? t : t.expand(out.row_shape).contiguous());
   }
   return out;
 }

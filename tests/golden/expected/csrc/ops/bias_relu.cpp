@@ -231,6 +231,7 @@ std::tuple<at::Tensor, at::Tensor> bias_relu_backward_dense(const at::Tensor& gr
   const at::Tensor& bias = bias__absent ? grad : *bias__opt;
   const at::ScalarType _dtype = bias_relu_backward_check(grad, x, bias, slope, x__shape, bias__shape, output_mask);
   if (const auto _rows = opgen::broadcast_rows(grad, _dtype, { grad, x, bias }, { x__shape, bias__shape },
+                                               { true, !bias__absent },
                                                { output_mask[0], output_mask[1] })) {
     // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
     // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed

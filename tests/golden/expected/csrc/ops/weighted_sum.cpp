@@ -188,6 +188,7 @@ at::ScalarType weighted_sum_backward_check(const at::Tensor& grad, double weight
 at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c10::SymIntArrayRef a__shape) {
   const at::ScalarType _dtype = weighted_sum_backward_check(grad, weight, a__shape);
   if (const auto _rows = opgen::broadcast_rows(grad, _dtype, { grad }, { a__shape },
+                                               { true },
                                                { true })) {
     // grad contiguous, the inputs of its shape or one row of its trailing dims repeated over the
     // leading ones (a bias, a per-channel scale): row by row, the gradient of a repeated row summed
