@@ -21,7 +21,7 @@ def op_files(op: OpSpec, lib: Library) -> list[GeneratedFile | Part]:
     if op.is_custom:
         files.append(op_cpp.emit_kernel_header(op, lib))
     else:
-        files.append(kernel_cpu.emit(op, lib))
+        files += kernel_cpu.emit(op, lib)
         files.append(kernel_cuda.emit(op, lib))
     files += python_api.emit_op(op, lib)
     files.append(docs.emit_op(op, lib))
@@ -41,6 +41,7 @@ def generate_files(lib: Library, per_op: dict[str, list[GeneratedFile | Part]] |
             else:
                 files.append(item)
     files += runtime.emit(lib)
+    files += kernel_cpu.emit_rows_summed(sections)
     files += python_api.emit_package(lib, sections)
     files.append(docs.emit_index(lib))
     files.append(tests.emit_conftest(lib))

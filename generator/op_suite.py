@@ -174,7 +174,7 @@ def test_test_values_lie_in_the_ops_domain(op, typed_api):
 
 
 @pytest.mark.parametrize("layout", ["transposed", "sliced", "expanded"])
-def test_non_contiguous_inputs(op, layout, typed_api):
+def test_non_contiguous_inputs_and_their_gradients(op, layout, typed_api):
     gen = torch.Generator().manual_seed(1)
     attrs = testing.attribute_sets(op)[0]
     shapes = _example_shapes(op) if _constrained(op) else [(6, 9)] * len(op.tensor_inputs)
@@ -183,6 +183,13 @@ def test_non_contiguous_inputs(op, layout, typed_api):
         assert not next(iter(tensors.values())).is_contiguous()
     outs, expected = _run(typed_api, op, tensors, attrs)
     _assert_close(outs, expected, _float_dtype(op), f"{op.name} {layout}")
+    # the backward too: its loop runs element by element on the TensorIterator's strided rows
+    names = _differentiable(op) if op.gradient is not None else []
+    if names:
+        got = _gradients(getattr(typed_api, op.name), op, tensors, names, attrs)
+        want = _gradients(testing.reference_fn(NAMESPACE, op), op, tensors, names, attrs, torch.float64)
+        for n, g, w in zip(names, got, want):
+            testing.assert_close_to_reference(g, w, _float_dtype(op), f"{op.name} {layout}: gradient of {n}")
 
 
 _DENSE_LAYOUTS = {

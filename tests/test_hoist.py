@@ -146,7 +146,7 @@ def test_kernels_are_cpu_only():
     # exp(g) for the gradient of x and g too: computed by the forward's f_hoist
     assert names == ["f", "f_backward", "f_hoist", "f_from_hoisted", "f_backward_from_hoisted"]
     lib = Library(namespace="opgen_ops", ops=(op,), build_dir_from_python="../../../build")
-    cpu = kernel_cpu.emit(op, lib).content
+    cpu = kernel_cpu.emit(op, lib)[0].content
     cuda = kernel_cuda.emit(op, lib).content
     ops = op_cpp.emit(op, lib).content
     assert all(f"{n}_loop" in cpu for n in names)

@@ -2,7 +2,8 @@
 operator, a changed constant, a dropped broadcast reduction, a widened dtype list, a wrong
 backward constant) is built and must make the op's generated tests fail; mutants of the
 backward's broadcast reduction (a tile of columns read from the row's start in the loop by rows;
-no sum_to after the other loops) must fail the generic suite's test of it (`opgen test -k ...`).
+no sum_to after the other loops) and of its element-by-element rows (strided inputs) must fail
+the generic suite's test of it (`opgen test -k ...`).
 
 Prints the kill rate; every mutant must be killed. The kernels are built for the DEFAULT CPU
 capability only: a mutant changes the kernel's source, which every capability compiles alike,
@@ -28,7 +29,9 @@ MUTANTS = [
     ("weighted_sum", "csrc/ops/weighted_sum.cpp", "opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape))", "_g0",
      "// Every input of the grad's shape and layout", None),
     ("gelu", "csrc/ops/gelu.cpp", "at::ScalarType::BFloat16 }", "at::ScalarType::BFloat16, at::ScalarType::Long }", None, None),
-    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.7978845608028654)", "_t(0.79)", "void gelu_backward_loop", None),
+    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.7978845608028654)", "_t(0.79)", "void gelu_backward_contiguous_chunk", None),
+    # the TensorIterator's element-by-element rows (strided inputs) of the backward
+    ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.7978845608028654)", "_t(0.79)", "void gelu_backward_loop", "non_contiguous and gelu"),
     ("weighted_sum", "csrc/kernels/weighted_sum_cpu.cpp", "_r * _cols) + _begin", "_r * _cols)", None, "summed_row_by_row and weighted_sum"),
 ]
 

@@ -16,7 +16,8 @@ class GeneratedFile:
 @dataclass(frozen=True)
 class Part:
     """Text that goes into a file another template renders: an op's Autograd section into
-    csrc/ops/<op>.cpp, its wrapper into python/<ns>/_ops.py. ``template`` rendered the text."""
+    csrc/ops/<op>.cpp, its wrapper into python/<ns>/_ops.py, a dtype its backward by rows takes
+    into csrc/kernels/rows_summed.cpp. ``template`` is the one that renders the text or the file."""
 
     template: str
     text: str

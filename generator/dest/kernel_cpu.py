@@ -1,5 +1,6 @@
 """csrc/kernels/<op>_cpu.cpp: the vectorized pointwise loops (forward, fused backward),
-built once per CPU capability."""
+built once per CPU capability; and csrc/kernels/rows_summed.cpp, the driver of the backwards by
+rows, which the library needs once."""
 
 from __future__ import annotations
 
@@ -8,14 +9,17 @@ from types import SimpleNamespace
 
 from .. import expr as E
 from ..api import cpp_expr
+from ..dtypes import DTYPES
 from ..library import Library
 from ..model import OpSpec
 from ..render import render
 from . import op_context as ctx
 from . import pointwise, reduction
-from .files import GeneratedFile
+from .files import GeneratedFile, Part
 
 TEMPLATE = "csrc/kernels/op_cpu.cpp.j2"
+ROWS_TEMPLATE = "csrc/kernels/rows_summed.cpp.j2"
+ROWS_DTYPES = ("Float", "Double")  # what a backward by rows takes (others go through TensorIterator)
 
 
 @dataclass(frozen=True)
@@ -25,8 +29,6 @@ class Loop:
     code: cpp_expr.KernelCode
     calls: SimpleNamespace  # the argument lists of the loop's lambdas, by kind of call
     lambda_params: str
-    scalar_params: str
-    vec_params: str
     masked: bool = False  # a fused backward whose flat loop skips outputs given as null pointers
     flat: bool = True  # the op calls its flat loop's entry, <name>_contiguous
     rows: bool = False  # a fused backward with an entry for broadcast rows, <name>_rows
@@ -53,23 +55,31 @@ def loop(name: str, code: cpp_expr.KernelCode, attrs: list[ctx.KernelAttr], mask
         code=code,
         calls=calls,
         lambda_params=", ".join(f"[[maybe_unused]] auto {p}" for p in tensors + hoisted),
-        scalar_params=", ".join(f"scalar_t {t}" for t in tensors),
-        vec_params=", ".join(f"_vec {t}" for t in tensors),
         masked=masked,
         flat=flat,
         rows=rows,
     )
 
 
-def emit(op: OpSpec, lib: Library) -> GeneratedFile:
+def emit(op: OpSpec, lib: Library) -> list[GeneratedFile | Part]:
+    """The op's kernel file; for a backward by rows also a Part naming each dtype it runs
+    opgen::rows_summed in (emit_rows_summed instantiates it for those)."""
     if op.is_reduction:
         r = reduction.reduction(op)
         text = render("csrc/kernels/reduction_cpu.cpp.j2", op=op, ns=lib.namespace, x=r.x, code=r.code, fold=r.fold,
                       identity=r.identity, attrs=r.attrs, post_text=_post_text(op))
-        return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
+        return [GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)]
     loops = [loop(k.name, k.code, k.attrs, masked=k.masked, flat=k.flat, rows=k.rows) for k in pointwise.kernels(op)]
-    text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops, bool_output=op.kernel.bool_output)
-    return GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path)
+    text = render(TEMPLATE, op=op, ns=lib.namespace, kernel_text=op.kernel.text, loops=loops, bool_output=op.kernel.bool_output,
+                  rows_dtypes=ROWS_DTYPES)
+    rows = [Part(ROWS_TEMPLATE, d.cpp) for d in op.dtypes if d.scalar_type in ROWS_DTYPES] if any(l.rows for l in loops) else []
+    return [GeneratedFile(f"csrc/kernels/{op.name}_cpu.cpp", text, op.path), *rows]
+
+
+def emit_rows_summed(sections: dict[str, list[str]]) -> list[GeneratedFile]:
+    """csrc/kernels/rows_summed.cpp, when an op's backward goes by rows."""
+    dtypes = [d.cpp for d in DTYPES.values() if d.cpp in set(sections.get(ROWS_TEMPLATE, []))]
+    return [GeneratedFile("csrc/kernels/rows_summed.cpp", render(ROWS_TEMPLATE, dtypes=dtypes))] if dtypes else []
 
 
 def _post_text(op: OpSpec) -> str:

@@ -86,20 +86,39 @@ void clamp_loop(at::TensorIteratorBase& _iter, double min, double max) {
     return (_c0 ? opgen::minimum_uniform(opgen::maximum_uniform(x, _u0), _u1) : opgen::minimum(opgen::maximum(x, _u0), _u1));
   };
 
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), _u0, _u1)); },
-        [=](_vec x) -> _vec {
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _u0v, _u1v), _f0(_x_hi, _u0v, _u1v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x) -> scalar_t { return _f0(x, _u0, _u1); },
-        [=](_vec x) -> _vec { return _f0(x, _u0v, _u1v); });
-  }
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0);
+    const bool _repeats = _strides[1] == 0;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _x_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out_row = _data[0] + _r * _strides[2];
+      const char* _x_row = _data[1] + _r * _strides[3];
+      if (_dense) {
+        if (_strides[1] == 0) {
+          opgen::fill_copies(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _x = _strides[1] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          clamp_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<scalar_t*>(_out_row) + _j, _x, min, max);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[1]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), _u0, _u1));
+        *reinterpret_cast<scalar_t*>(_out_row + _i * _strides[0]) = _s0;
+      }
+    }
+  });
 }
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
@@ -183,21 +202,46 @@ void clamp_backward_loop(at::TensorIteratorBase& _iter, double min, double max) 
     return opgen::where(opgen::logical_and(opgen::ge(x, _u0), opgen::le(x, _u1)), grad, _t(0.0));
   };
 
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t grad, scalar_t x) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), _u0, _u1)); },
-        [=](_vec grad, _vec x) -> _vec {
-          auto [_grad_lo, _grad_hi] = at::vec::convert_to_float<scalar_t>(grad);
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          return at::vec::convert_from_float<scalar_t>(_f0(_grad_lo, _x_lo, _u0v, _u1v), _f0(_grad_hi, _x_hi, _u0v, _u1v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t grad, scalar_t x) -> scalar_t { return _f0(grad, x, _u0, _u1); },
-        [=](_vec grad, _vec x) -> _vec { return _f0(grad, x, _u0v, _u1v); });
-  }
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0);
+    const bool _repeats = _strides[1] == 0 || _strides[2] == 0;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _grad_copies[_block];
+    __at_align__ scalar_t _x_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out_row = _data[0] + _r * _strides[3];
+      const char* _grad_row = _data[1] + _r * _strides[4];
+      const char* _x_row = _data[2] + _r * _strides[5];
+      if (_dense) {
+        if (_strides[1] == 0) {
+          opgen::fill_copies(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
+        }
+        if (_strides[2] == 0) {
+          opgen::fill_copies(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _grad = _strides[1] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
+          const scalar_t* _x = _strides[2] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          clamp_backward_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<scalar_t*>(_out_row) + _j, _grad, _x, min, max);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t grad = *reinterpret_cast<const scalar_t*>(_grad_row + _i * _strides[1]);
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[2]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(grad), static_cast<opmath_t>(x), _u0, _u1));
+        *reinterpret_cast<scalar_t*>(_out_row + _i * _strides[0]) = _s0;
+      }
+    }
+  });
 }
 
 }  // namespace

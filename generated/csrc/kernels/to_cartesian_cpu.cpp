@@ -97,13 +97,17 @@ void to_cartesian_loop(at::TensorIteratorBase& _iter) {
     return (r * opgen::sin(theta));
   };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0;
-    constexpr int64_t _block = 256;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _r_copies[_block];
     __at_align__ scalar_t _theta_copies[_block];
@@ -114,10 +118,10 @@ void to_cartesian_loop(at::TensorIteratorBase& _iter) {
       const char* _theta_row = _data[3] + _r * _strides[7];
       if (_dense) {
         if (_strides[2] == 0) {
-          std::fill_n(_r_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_r_row));
+          opgen::fill_copies(_r_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_r_row));
         }
         if (_strides[3] == 0) {
-          std::fill_n(_theta_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_theta_row));
+          opgen::fill_copies(_theta_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_theta_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _r = _strides[2] == 0 ? _r_copies : reinterpret_cast<const scalar_t*>(_r_row) + _j;
@@ -408,16 +412,20 @@ void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 
     return ((_c1 ? (grad_y * x) : _t(0.0)) - (_c0 ? (grad_x * y) : _t(0.0)));
   };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
   // An output not asked for goes to opgen::discarded in vector rows; element by element, every
   // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
   // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0) && (_strides[6] == sizeof(scalar_t) || _strides[6] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0 || _strides[6] == 0;
-    constexpr int64_t _block = 256;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _grad_x_copies[_block];
     __at_align__ scalar_t _grad_y_copies[_block];
@@ -434,19 +442,19 @@ void to_cartesian_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 
       const char* _y_row = _data[6] + _r * _strides[13];
       if (_dense) {
         if (_strides[2] == 0) {
-          std::fill_n(_grad_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_x_row));
+          opgen::fill_copies(_grad_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_x_row));
         }
         if (_strides[3] == 0) {
-          std::fill_n(_grad_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_y_row));
+          opgen::fill_copies(_grad_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_y_row));
         }
         if (_strides[4] == 0) {
-          std::fill_n(_theta_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_theta_row));
+          opgen::fill_copies(_theta_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_theta_row));
         }
         if (_strides[5] == 0) {
-          std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+          opgen::fill_copies(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
         }
         if (_strides[6] == 0) {
-          std::fill_n(_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_y_row));
+          opgen::fill_copies(_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_y_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _grad_x = _strides[2] == 0 ? _grad_x_copies : reinterpret_cast<const scalar_t*>(_grad_x_row) + _j;
@@ -557,13 +565,17 @@ void to_cartesian_hoist_loop(at::TensorIteratorBase& _iter) {
     return opgen::sin(theta);
   };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0);
     const bool _repeats = _strides[2] == 0;
-    constexpr int64_t _block = 256;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _theta_copies[_block];
     for (int64_t _r = 0; _r < _rows; ++_r) {
@@ -572,7 +584,7 @@ void to_cartesian_hoist_loop(at::TensorIteratorBase& _iter) {
       const char* _theta_row = _data[2] + _r * _strides[5];
       if (_dense) {
         if (_strides[2] == 0) {
-          std::fill_n(_theta_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_theta_row));
+          opgen::fill_copies(_theta_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_theta_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _theta = _strides[2] == 0 ? _theta_copies : reinterpret_cast<const scalar_t*>(_theta_row) + _j;
@@ -685,13 +697,17 @@ void to_cartesian_from_hoisted_loop(at::TensorIteratorBase& _iter) {
     return (r * hoisted__1);
   };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0;
-    constexpr int64_t _block = 256;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _r_copies[_block];
     __at_align__ scalar_t _hoisted__0_copies[_block];
@@ -704,13 +720,13 @@ void to_cartesian_from_hoisted_loop(at::TensorIteratorBase& _iter) {
       const char* _hoisted__1_row = _data[4] + _r * _strides[9];
       if (_dense) {
         if (_strides[2] == 0) {
-          std::fill_n(_r_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_r_row));
+          opgen::fill_copies(_r_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_r_row));
         }
         if (_strides[3] == 0) {
-          std::fill_n(_hoisted__0_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__0_row));
+          opgen::fill_copies(_hoisted__0_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__0_row));
         }
         if (_strides[4] == 0) {
-          std::fill_n(_hoisted__1_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__1_row));
+          opgen::fill_copies(_hoisted__1_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__1_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _r = _strides[2] == 0 ? _r_copies : reinterpret_cast<const scalar_t*>(_r_row) + _j;
@@ -1018,16 +1034,20 @@ void to_cartesian_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std:
     return ((_c1 ? (grad_y * x) : _t(0.0)) - (_c0 ? (grad_x * y) : _t(0.0)));
   };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
   // An output not asked for goes to opgen::discarded in vector rows; element by element, every
   // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
   // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0) && (_strides[6] == sizeof(scalar_t) || _strides[6] == 0) && (_strides[7] == sizeof(scalar_t) || _strides[7] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0 || _strides[6] == 0 || _strides[7] == 0;
-    constexpr int64_t _block = 256;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _grad_x_copies[_block];
     __at_align__ scalar_t _grad_y_copies[_block];
@@ -1046,22 +1066,22 @@ void to_cartesian_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std:
       const char* _hoisted__1_row = _data[7] + _r * _strides[15];
       if (_dense) {
         if (_strides[2] == 0) {
-          std::fill_n(_grad_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_x_row));
+          opgen::fill_copies(_grad_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_x_row));
         }
         if (_strides[3] == 0) {
-          std::fill_n(_grad_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_y_row));
+          opgen::fill_copies(_grad_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_y_row));
         }
         if (_strides[4] == 0) {
-          std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+          opgen::fill_copies(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
         }
         if (_strides[5] == 0) {
-          std::fill_n(_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_y_row));
+          opgen::fill_copies(_y_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_y_row));
         }
         if (_strides[6] == 0) {
-          std::fill_n(_hoisted__0_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__0_row));
+          opgen::fill_copies(_hoisted__0_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__0_row));
         }
         if (_strides[7] == 0) {
-          std::fill_n(_hoisted__1_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__1_row));
+          opgen::fill_copies(_hoisted__1_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__1_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _grad_x = _strides[2] == 0 ? _grad_x_copies : reinterpret_cast<const scalar_t*>(_grad_x_row) + _j;

@@ -377,6 +377,17 @@ inline int set_lanes(const Vec<T>& mask) {
 #endif
 }
 
+// `n` copies of `value`, rounded up to whole vectors (`to` has room for them): a TensorIterator
+// row's repeated operand, read by the flat loop. Vector stores: std::fill_n stores a bfloat16 or
+// half one element at a time, which made a broadcast column's bfloat16 add 2x slower.
+template <typename T>
+inline void fill_copies(T* to, int64_t n, T value) {
+  const Vec<T> copies(value);
+  for (int64_t i = 0; i < n; i += Vec<T>::size()) {
+    copies.store(to + i);
+  }
+}
+
 // Where a fused backward's loops write a gradient that output_mask did not ask for. Writing it
 // somewhere instead of skipping the store keeps the arithmetic of every copy the compiler makes of
 // a loop (one per mask, when it unswitches) that of the all-gradients loop: a value nobody stored
@@ -409,89 +420,13 @@ constexpr size_t kMaxRowOutputs = 8;
 // goes to a scratch row first, in L1. Rows are summed in blocks of 4 to 64 (a sixteenth of the
 // rows: enough blocks for the threads), one after the other, then the blocks pairwise: the order
 // depends on the shape alone, so a gradient is the same bit for bit whatever the thread count and
-// whatever else is asked for. The row is called through a function_ref, so each translation unit
-// compiles this once per dtype, not once per kernel (a row is hundreds of elements: the call is free).
+// whatever else is asked for. The row is called through a function_ref (a row is hundreds of
+// elements: the call is free), so one copy per dtype serves every kernel: it is defined in
+// kernels/rows_summed.cpp, compiled once per CPU capability, which `opgen generate` writes when
+// an op has a backward by rows (a copy in each kernel file made each compile 1-1.3 s longer).
 template <typename T>
 void rows_summed(int64_t rows, int64_t cols, size_t outputs, T* const* full, T* const* sums,
-                 c10::function_ref<void(int64_t, int64_t, int64_t, T* const*)> row) {
-  TORCH_INTERNAL_ASSERT(outputs <= kMaxRowOutputs);
-  const int64_t block_rows = std::clamp<int64_t>((rows + 15) / 16, 4, 64);
-  constexpr int64_t kTile = 1024;  // columns per task
-  const int64_t blocks = (rows + block_rows - 1) / block_rows;
-  const int64_t tiles = (cols + kTile - 1) / kTile;
-  const int64_t width = std::min(cols, kTile);
-  // block b's sum of its rows, b * cols values in: sums[k] itself when there is one block
-  std::array<std::unique_ptr<T[]>, kMaxRowOutputs> partials;
-  std::array<T*, kMaxRowOutputs> blocked{};
-  for (size_t k = 0; k < outputs; ++k) {
-    if (sums[k] != nullptr) {
-      if (blocks > 1) {
-        partials[k] = std::make_unique_for_overwrite<T[]>(blocks * cols);
-      }
-      blocked[k] = blocks > 1 ? partials[k].get() : sums[k];
-    }
-  }
-  const auto add_row = [](T* acc, const T* src, int64_t n) {
-    int64_t j = 0;
-    for (; j + Vec<T>::size() <= n; j += Vec<T>::size()) {
-      (Vec<T>::loadu(acc + j) + Vec<T>::loadu(src + j)).store(acc + j);
-    }
-    for (; j < n; ++j) {
-      acc[j] += src[j];
-    }
-  };
-  const int64_t grain = std::max<int64_t>(1, at::internal::GRAIN_SIZE / (block_rows * width));
-  at::parallel_for(0, blocks * tiles, grain, [&](int64_t begin, int64_t end) {
-    std::unique_ptr<T[]> scratch;
-    for (int64_t task = begin; task < end; ++task) {
-      const int64_t b = task / tiles;
-      const int64_t c0 = (task % tiles) * kTile;
-      const int64_t n = std::min(kTile, cols - c0);
-      const int64_t r0 = b * block_rows;
-      const int64_t r1 = std::min(rows, r0 + block_rows);
-      for (int64_t r = r0; r < r1; ++r) {
-        std::array<T*, kMaxRowOutputs> outs{};
-        for (size_t k = 0; k < outputs; ++k) {
-          if (full[k] != nullptr) {
-            outs[k] = full[k] + r * cols + c0;
-          } else if (sums[k] != nullptr) {
-            if (!scratch) {
-              scratch = std::make_unique_for_overwrite<T[]>(outputs * kTile);
-            }
-            outs[k] = scratch.get() + k * kTile;
-          }
-        }
-        row(r, c0, n, outs.data());
-        for (size_t k = 0; k < outputs; ++k) {
-          if (sums[k] != nullptr) {
-            T* acc = blocked[k] + b * cols + c0;
-            if (r == r0) {
-              std::copy_n(outs[k], n, acc);
-            } else {
-              add_row(acc, outs[k], n);
-            }
-          }
-        }
-      }
-    }
-  });
-  if (blocks == 1) {
-    return;
-  }
-  // One thread: the blocks are a sixteenth of the rows or fewer, and a second parallel_for
-  // here made every kernel file that has a backward by rows compile 0.2-0.4 s longer.
-  for (size_t k = 0; k < outputs; ++k) {
-    if (sums[k] != nullptr) {
-      T* p = blocked[k];
-      for (int64_t step = 1; step < blocks; step *= 2) {
-        for (int64_t b = 0; b + step < blocks; b += 2 * step) {
-          add_row(p + b * cols, p + (b + step) * cols, cols);
-        }
-      }
-      std::copy_n(p, cols, sums[k]);
-    }
-  }
-}
+                 c10::function_ref<void(int64_t, int64_t, int64_t, T* const*)> row);
 
 // A comparison's vector result (each lane all ones or all zeros) stored as bools, the output of
 // a condition kernel. GCC turns the loop into a compare and a narrowing store with AVX-512 and

@@ -89,21 +89,46 @@ void scale_rows_loop(at::TensorIteratorBase& _iter, double offset, int64_t power
     return ((x + _u0) * opgen::pow(scale, _u1));
   };
 
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x, scalar_t scale) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1)); },
-        [=](_vec x, _vec scale) -> _vec {
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(scale);
-          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _scale_lo, _u0v, _u1v), _f0(_x_hi, _scale_hi, _u0v, _u1v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x, scalar_t scale) -> scalar_t { return _f0(x, scale, _u0, _u1); },
-        [=](_vec x, _vec scale) -> _vec { return _f0(x, scale, _u0v, _u1v); });
-  }
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0);
+    const bool _repeats = _strides[1] == 0 || _strides[2] == 0;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _x_copies[_block];
+    __at_align__ scalar_t _scale_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out_row = _data[0] + _r * _strides[3];
+      const char* _x_row = _data[1] + _r * _strides[4];
+      const char* _scale_row = _data[2] + _r * _strides[5];
+      if (_dense) {
+        if (_strides[1] == 0) {
+          opgen::fill_copies(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+        }
+        if (_strides[2] == 0) {
+          opgen::fill_copies(_scale_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_scale_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _x = _strides[1] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          const scalar_t* _scale = _strides[2] == 0 ? _scale_copies : reinterpret_cast<const scalar_t*>(_scale_row) + _j;
+          scale_rows_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<scalar_t*>(_out_row) + _j, _x, _scale, offset, power);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[1]);
+        const scalar_t scale = *reinterpret_cast<const scalar_t*>(_scale_row + _i * _strides[2]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(scale), _u0, _u1));
+        *reinterpret_cast<scalar_t*>(_out_row + _i * _strides[0]) = _s0;
+      }
+    }
+  });
 }
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
@@ -356,16 +381,20 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2>
     return (grad * ((x + _u1) * (_c0 ? _t(0.0) : (_u0 * opgen::pow(scale, _u2)))));
   };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
   // An output not asked for goes to opgen::discarded in vector rows; element by element, every
   // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
   // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0;
-    constexpr int64_t _block = 256;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _grad_copies[_block];
     __at_align__ scalar_t _x_copies[_block];
@@ -378,13 +407,13 @@ void scale_rows_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2>
       const char* _scale_row = _data[4] + _r * _strides[9];
       if (_dense) {
         if (_strides[2] == 0) {
-          std::fill_n(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
+          opgen::fill_copies(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
         }
         if (_strides[3] == 0) {
-          std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+          opgen::fill_copies(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
         }
         if (_strides[4] == 0) {
-          std::fill_n(_scale_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_scale_row));
+          opgen::fill_copies(_scale_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_scale_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _grad = _strides[2] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
@@ -479,20 +508,39 @@ void scale_rows_hoist_loop(at::TensorIteratorBase& _iter, int64_t power) {
     return opgen::pow(scale, _u0);
   };
 
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t scale) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(scale), _u0)); },
-        [=](_vec scale) -> _vec {
-          auto [_scale_lo, _scale_hi] = at::vec::convert_to_float<scalar_t>(scale);
-          return at::vec::convert_from_float<scalar_t>(_f0(_scale_lo, _u0v), _f0(_scale_hi, _u0v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t scale) -> scalar_t { return _f0(scale, _u0); },
-        [=](_vec scale) -> _vec { return _f0(scale, _u0v); });
-  }
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0);
+    const bool _repeats = _strides[1] == 0;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _scale_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out_row = _data[0] + _r * _strides[2];
+      const char* _scale_row = _data[1] + _r * _strides[3];
+      if (_dense) {
+        if (_strides[1] == 0) {
+          opgen::fill_copies(_scale_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_scale_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _scale = _strides[1] == 0 ? _scale_copies : reinterpret_cast<const scalar_t*>(_scale_row) + _j;
+          scale_rows_hoist_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<scalar_t*>(_out_row) + _j, _scale, power);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t scale = *reinterpret_cast<const scalar_t*>(_scale_row + _i * _strides[1]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(scale), _u0));
+        *reinterpret_cast<scalar_t*>(_out_row + _i * _strides[0]) = _s0;
+      }
+    }
+  });
 }
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
@@ -572,21 +620,46 @@ void scale_rows_from_hoisted_loop(at::TensorIteratorBase& _iter, double offset, 
     return ((x + _u0) * hoisted__0);
   };
 
-  if constexpr (at::is_reduced_floating_point_v<scalar_t>) {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x, scalar_t hoisted__0) -> scalar_t { return static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(hoisted__0), _u0)); },
-        [=](_vec x, _vec hoisted__0) -> _vec {
-          auto [_x_lo, _x_hi] = at::vec::convert_to_float<scalar_t>(x);
-          auto [_hoisted__0_lo, _hoisted__0_hi] = at::vec::convert_to_float<scalar_t>(hoisted__0);
-          return at::vec::convert_from_float<scalar_t>(_f0(_x_lo, _hoisted__0_lo, _u0v), _f0(_x_hi, _hoisted__0_hi, _u0v));
-        });
-  } else {
-    at::native::cpu_kernel_vec(
-        _iter,
-        [=](scalar_t x, scalar_t hoisted__0) -> scalar_t { return _f0(x, hoisted__0, _u0); },
-        [=](_vec x, _vec hoisted__0) -> _vec { return _f0(x, hoisted__0, _u0v); });
-  }
+  // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
+  _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
+    const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0);
+    const bool _repeats = _strides[1] == 0 || _strides[2] == 0;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
+    const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
+    __at_align__ scalar_t _x_copies[_block];
+    __at_align__ scalar_t _hoisted__0_copies[_block];
+    for (int64_t _r = 0; _r < _rows; ++_r) {
+      char* _out_row = _data[0] + _r * _strides[3];
+      const char* _x_row = _data[1] + _r * _strides[4];
+      const char* _hoisted__0_row = _data[2] + _r * _strides[5];
+      if (_dense) {
+        if (_strides[1] == 0) {
+          opgen::fill_copies(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+        }
+        if (_strides[2] == 0) {
+          opgen::fill_copies(_hoisted__0_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__0_row));
+        }
+        for (int64_t _j = 0; _j < _n; _j += _step) {
+          const scalar_t* _x = _strides[1] == 0 ? _x_copies : reinterpret_cast<const scalar_t*>(_x_row) + _j;
+          const scalar_t* _hoisted__0 = _strides[2] == 0 ? _hoisted__0_copies : reinterpret_cast<const scalar_t*>(_hoisted__0_row) + _j;
+          scale_rows_from_hoisted_contiguous_chunk<scalar_t>(0, std::min(_step, _n - _j), reinterpret_cast<scalar_t*>(_out_row) + _j, _x, _hoisted__0, offset, power);
+        }
+        continue;
+      }
+      for (int64_t _i = 0; _i < _n; ++_i) {
+        const scalar_t x = *reinterpret_cast<const scalar_t*>(_x_row + _i * _strides[1]);
+        const scalar_t hoisted__0 = *reinterpret_cast<const scalar_t*>(_hoisted__0_row + _i * _strides[2]);
+        const scalar_t _s0 = static_cast<scalar_t>(_f0(static_cast<opmath_t>(x), static_cast<opmath_t>(hoisted__0), _u0));
+        *reinterpret_cast<scalar_t*>(_out_row + _i * _strides[0]) = _s0;
+      }
+    }
+  });
 }
 
 // Same-shape contiguous inputs of the output's dtype: a plain vectorized loop, no TensorIterator.
@@ -683,13 +756,17 @@ void scale_rows_backward_hoist_loop(at::TensorIteratorBase& _iter, int64_t power
     return (_c0 ? _t(0.0) : (_u0 * opgen::pow(scale, _u1)));
   };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0);
     const bool _repeats = _strides[2] == 0;
-    constexpr int64_t _block = 256;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _scale_copies[_block];
     for (int64_t _r = 0; _r < _rows; ++_r) {
@@ -698,7 +775,7 @@ void scale_rows_backward_hoist_loop(at::TensorIteratorBase& _iter, int64_t power
       const char* _scale_row = _data[2] + _r * _strides[5];
       if (_dense) {
         if (_strides[2] == 0) {
-          std::fill_n(_scale_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_scale_row));
+          opgen::fill_copies(_scale_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_scale_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _scale = _strides[2] == 0 ? _scale_copies : reinterpret_cast<const scalar_t*>(_scale_row) + _j;
@@ -962,16 +1039,20 @@ void scale_rows_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::a
     return (grad * ((x + _u0) * hoisted__1));
   };
 
-  // Several outputs (ATen's cpu_kernel_multiple_outputs has no vector path).
   // Rows whose operands are contiguous or one repeated value (stride 0, a broadcast column) take
-  // the flat loop's vector path, a repeated value read from a block of copies; others go element by element.
+  // the flat loop's vector path, a repeated value read from a block of copies; others go element
+  // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
+  // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
+  // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
+  // of the loop per repeated operand made up a third of a kernel file's code.
   // An output not asked for goes to opgen::discarded in vector rows; element by element, every
   // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
   // whose arithmetic could differ in the last bit).
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && _strides[1] == sizeof(scalar_t) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0) && (_strides[4] == sizeof(scalar_t) || _strides[4] == 0) && (_strides[5] == sizeof(scalar_t) || _strides[5] == 0);
     const bool _repeats = _strides[2] == 0 || _strides[3] == 0 || _strides[4] == 0 || _strides[5] == 0;
-    constexpr int64_t _block = 256;
+    constexpr int64_t _block = 256;  // a whole number of vectors (opgen::fill_copies)
+    static_assert(_block % _vec::size() == 0);
     const int64_t _step = _repeats ? _block : std::max<int64_t>(_n, 1);
     __at_align__ scalar_t _grad_copies[_block];
     __at_align__ scalar_t _x_copies[_block];
@@ -986,16 +1067,16 @@ void scale_rows_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::a
       const char* _hoisted__1_row = _data[5] + _r * _strides[11];
       if (_dense) {
         if (_strides[2] == 0) {
-          std::fill_n(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
+          opgen::fill_copies(_grad_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_grad_row));
         }
         if (_strides[3] == 0) {
-          std::fill_n(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
+          opgen::fill_copies(_x_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_x_row));
         }
         if (_strides[4] == 0) {
-          std::fill_n(_hoisted__0_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__0_row));
+          opgen::fill_copies(_hoisted__0_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__0_row));
         }
         if (_strides[5] == 0) {
-          std::fill_n(_hoisted__1_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__1_row));
+          opgen::fill_copies(_hoisted__1_copies, std::min(_n, _block), *reinterpret_cast<const scalar_t*>(_hoisted__1_row));
         }
         for (int64_t _j = 0; _j < _n; _j += _step) {
           const scalar_t* _grad = _strides[2] == 0 ? _grad_copies : reinterpret_cast<const scalar_t*>(_grad_row) + _j;
