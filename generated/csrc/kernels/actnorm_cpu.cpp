@@ -91,7 +91,7 @@ void actnorm_loop(at::TensorIteratorBase& _iter) {
   // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
   // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
   // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
-  // of the loop per repeated operand made up a third of a kernel file's code.
+  // of the loop per repeated operand made up a quarter of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0);
     const bool _repeats = _strides[1] == 0 || _strides[2] == 0 || _strides[3] == 0;
@@ -387,7 +387,7 @@ void actnorm_backward_loop(at::TensorIteratorBase& _iter, std::array<bool, 2> _s
   // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
   // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
   // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
-  // of the loop per repeated operand made up a third of a kernel file's code.
+  // of the loop per repeated operand made up a quarter of a kernel file's code.
   // An output not asked for goes to opgen::discarded in vector rows; element by element, every
   // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
   // whose arithmetic could differ in the last bit).
@@ -517,7 +517,7 @@ void actnorm_hoist_loop(at::TensorIteratorBase& _iter) {
   // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
   // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
   // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
-  // of the loop per repeated operand made up a third of a kernel file's code.
+  // of the loop per repeated operand made up a quarter of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0);
     const bool _repeats = _strides[1] == 0;
@@ -630,7 +630,7 @@ void actnorm_from_hoisted_loop(at::TensorIteratorBase& _iter) {
   // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
   // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
   // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
-  // of the loop per repeated operand made up a third of a kernel file's code.
+  // of the loop per repeated operand made up a quarter of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0) && (_strides[3] == sizeof(scalar_t) || _strides[3] == 0);
     const bool _repeats = _strides[1] == 0 || _strides[2] == 0 || _strides[3] == 0;
@@ -926,7 +926,7 @@ void actnorm_backward_from_hoisted_loop(at::TensorIteratorBase& _iter, std::arra
   // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
   // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
   // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
-  // of the loop per repeated operand made up a third of a kernel file's code.
+  // of the loop per repeated operand made up a quarter of a kernel file's code.
   // An output not asked for goes to opgen::discarded in vector rows; element by element, every
   // output is stored (a loop without the mask's conditions: the compiler makes no copy per mask
   // whose arithmetic could differ in the last bit).

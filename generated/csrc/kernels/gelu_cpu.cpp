@@ -83,7 +83,7 @@ void gelu_loop(at::TensorIteratorBase& _iter, c10::string_view approximate) {
   // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
   // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
   // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
-  // of the loop per repeated operand made up a third of a kernel file's code.
+  // of the loop per repeated operand made up a quarter of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0);
     const bool _repeats = _strides[1] == 0;
@@ -193,7 +193,7 @@ void gelu_backward_loop(at::TensorIteratorBase& _iter, c10::string_view approxim
   // by element. Not cpu_kernel_vec: it vectorizes a row with at most one repeated operand (NCHW
   // images with per-channel bias and scale went element by element, 1.3-1.8x eager's time), it
   // cannot store masks as bools, ATen's loop of several outputs has no vector path, and its copy
-  // of the loop per repeated operand made up a third of a kernel file's code.
+  // of the loop per repeated operand made up a quarter of a kernel file's code.
   _iter.for_each([=](char** _data, const int64_t* _strides, int64_t _n, int64_t _rows) {
     const bool _dense = _strides[0] == sizeof(scalar_t) && (_strides[1] == sizeof(scalar_t) || _strides[1] == 0) && (_strides[2] == sizeof(scalar_t) || _strides[2] == 0);
     const bool _repeats = _strides[1] == 0 || _strides[2] == 0;
