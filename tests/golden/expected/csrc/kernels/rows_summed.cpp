@@ -77,8 +77,7 @@ void rows_summed(int64_t rows, int64_t cols, size_t outputs, T* const* full, T* 
   if (blocks == 1) {
     return;
   }
-  // One thread: the blocks are a sixteenth of the rows or fewer, and a second parallel_for
-  // here made every kernel file that has a backward by rows compile 0.2-0.4 s longer.
+  // One thread: a block is 4 to 64 rows, so summing the blocks is a sixteenth of the work or less.
   for (size_t k = 0; k < outputs; ++k) {
     if (sums[k] != nullptr) {
       T* p = blocked[k];
