@@ -547,22 +547,43 @@ inline std::optional<at::DimVector> hoisted_shape(const at::Tensor& out,
 // [B, T, C], a per-channel [C, 1, 1] of [N, C, H, W]); the gradients asked for either of grad's
 // shape or of such a row's (bit k of `summed`: summed over the rows in the loop, then over the
 // row's own broadcast dims, if any, as sum_to), at least one of them a row's. A row that is not already grad's trailing dims,
-// contiguous, is copied out to that shape first (`reads`), cols elements. float32 and float64
-// (half and bfloat16 would sum in float32: not done), on a CPU.
+// contiguous, is copied out to that shape before the loop (bit i of `copied`; see RowReads), cols
+// elements. float32 and float64 (half and bfloat16 would sum in float32: not done), on a CPU.
 struct BroadcastRows {
   int64_t rows = 1;
   int64_t cols = 1;
   uint64_t repeated = 0;  // bit i: input i is a row
   uint64_t summed = 0;
+  uint64_t copied = 0;  // bit i: input i is read from a copy of its row
   at::DimVector row_shape;  // grad's shape, its leading split dims 1
-  c10::SmallVector<at::Tensor, 6> reads;  // what the loop reads for each input
 
   bool sums(size_t k) const {
     return (summed >> k) & 1;
   }
-  const void* data(size_t i) const {
-    return reads[i].const_data_ptr();
+};
+
+// What a loop by rows reads for each input: the input itself, or its row copied out. An input
+// that no gradient asked for reads (`needed` false) is neither copied nor read: grad's elements
+// stand in (a loop computing several gradients may load them for one not asked for, whose values
+// go nowhere). The copies are made only for the rows a call takes: a backward plans two ways,
+// with hoisted values and without, and runs one.
+class RowReads {
+ public:
+  RowReads(const BroadcastRows& rows, const at::Tensor& grad,
+           std::initializer_list<std::reference_wrapper<const at::Tensor>> inputs, std::initializer_list<bool> needed) {
+    auto need = needed.begin();
+    size_t i = 0;
+    for (const at::Tensor& t : inputs) {
+      reads_.push_back(!*need++ ? grad : (rows.copied >> i) & 1 ? t.expand(rows.row_shape).contiguous() : t);
+      ++i;
+    }
   }
+  const void* data(size_t i) const {
+    return reads_[i].const_data_ptr();
+  }
+
+ private:
+  c10::SmallVector<at::Tensor, 6> reads_;
 };
 
 namespace detail {
@@ -669,8 +690,8 @@ inline std::optional<BroadcastRows> broadcast_rows(const at::Tensor& grad, at::S
   }
   size_t i = 0;
   for (const at::Tensor& t : inputs) {
-    out.repeated |= uint64_t{detail::leading_ones(sizes, t.sizes()) >= 0} << i++;
-    out.reads.push_back(as_is(t) ? t : t.expand(out.row_shape).contiguous());
+    out.repeated |= uint64_t{detail::leading_ones(sizes, t.sizes()) >= 0} << i;
+    out.copied |= uint64_t{!as_is(t)} << i++;
   }
   return out;
 }

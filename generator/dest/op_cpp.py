@@ -3,6 +3,7 @@ op's Autograd section (one translation unit per op: each costs seconds to compil
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import SimpleNamespace
 
 from .. import expr as E
@@ -49,7 +50,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
                            for k, o in zip(pair, outs_of))
             declared = {k.name for k in kernels}
             kernels += [k for k in (first, then) if k.name not in declared]  # a values kernel shared with the forward: once
-            hoisting[h.kernel] = SimpleNamespace(plan=h, first=first, then=then)
+            hoisting[h.kernel] = SimpleNamespace(plan=h, first=first, then=then, needed=rows_needed(h.inputs, h.exprs))
     text = render(
         TEMPLATE,
         op=op,
@@ -77,6 +78,7 @@ def emit(op: OpSpec, lib: Library, autograd: Part | None = None, autocast: Part 
         no_derivative=autograd is None and not op.kernel.bool_output,  # a bool output never requires grad
         bw=bw if bw is not None and bw.computed else None,  # the backward op, when there is one
         bw_kernel_call=bw_kernel_call,
+        rows_needed=rows_needed([*bw.grads, *bw.saved], bw.kernel_formulas) if bw is not None and bw.fused else [],
         kernel_call=kernel_call,
         hoist=hoisting.get(op.name),
         bw_hoist=hoisting.get(bw.name) if bw is not None else None,
@@ -159,6 +161,13 @@ def emit_kernel_header(op: OpSpec, lib: Library) -> GeneratedFile:
     c = custom.custom(op)
     text = render("csrc/kernels/op_kernel.h.j2", op=op, ns=lib.namespace, functions=c.files, dtype_names=ctx.dtype_names(op))
     return GeneratedFile(f"csrc/kernels/{op.name}_kernel.h", text, op.path)
+
+
+def rows_needed(inputs: Sequence[str], formulas: Sequence[E.Expr]) -> list[str]:
+    """C++ per input of a loop by rows (opgen::RowReads): whether a gradient it computes reads it,
+    output k being computed when its buffer or its sum is there (`_full[k]`, `_sums[k]`)."""
+    return [" || ".join(f"_full[{k}] || _sums[{k}]" for k, f in enumerate(formulas) if t in E.names_in(f)) or "false"
+            for t in inputs]
 
 
 def _shape_sizes(rule: ShapeRule, scope) -> list[str]:

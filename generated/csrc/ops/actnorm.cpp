@@ -287,6 +287,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
     // the output (broadcast over it), computed once per element of it first, then the loop reads it.
     const auto _hoisted_shape = opgen::hoisted_shape(grad, { log_scale }, { grad, x, bias, log_scale });
     std::optional<opgen::BroadcastRows> _hoisted_rows;
+    std::optional<opgen::RowReads> _hoisted_reads;  // holds the hoisted values
     if (_hoisted_shape) {
       const at::Tensor hoisted__0 = at::empty(*_hoisted_shape, grad.options());
       if (opgen::same_dense_layout(hoisted__0, { log_scale })) {
@@ -325,8 +326,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
       _hoisted_rows = opgen::broadcast_rows(grad, _dtype, { grad, x, bias, hoisted__0 }, { x__shape, bias__shape, log_scale__shape },
                                             { true, true, true },
                                             { output_mask[0], output_mask[1], output_mask[2] });
+      if (_hoisted_rows && _hoisted_rows->cols == _rows->cols) {  // else the rows split elsewhere: read the inputs
+        _hoisted_reads = opgen::RowReads(*_hoisted_rows, grad, { grad, x, bias, hoisted__0 }, { _full[0] || _sums[0] || _full[1] || _sums[1], _full[1] || _sums[1], _full[1] || _sums[1], _full[0] || _sums[0] || _full[1] || _sums[1] });
+      }
     }
-    if (_hoisted_rows && _hoisted_rows->cols == _rows->cols) {  // else the rows split elsewhere: read the inputs
+    if (_hoisted_reads) {
       static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::actnorm_backward_from_hoisted_rows
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::actnorm_backward_from_hoisted_rows
@@ -339,8 +343,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
       , decltype(&cpu::DEFAULT::actnorm_backward_from_hoisted_rows){}
 #endif
       , /*avx512_in_cache=*/false);
-      _by_rows.for_data(_dtype, grad.numel())(_dtype, _hoisted_rows->rows, _hoisted_rows->cols, _hoisted_rows->repeated, _full, _sums, _hoisted_rows->data(0), _hoisted_rows->data(1), _hoisted_rows->data(2), _hoisted_rows->data(3));
+      _by_rows.for_data(_dtype, grad.numel())(_dtype, _hoisted_rows->rows, _hoisted_rows->cols, _hoisted_rows->repeated, _full, _sums, _hoisted_reads->data(0), _hoisted_reads->data(1), _hoisted_reads->data(2), _hoisted_reads->data(3));
     } else {
+      const opgen::RowReads _reads(*_rows, grad, { grad, x, bias, log_scale }, { _full[0] || _sums[0] || _full[1] || _sums[1], _full[1] || _sums[1], _full[1] || _sums[1], _full[0] || _sums[0] || _full[1] || _sums[1] });
       static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::actnorm_backward_rows
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::actnorm_backward_rows
@@ -353,7 +358,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> actnorm_backward_dense(const at::
       , decltype(&cpu::DEFAULT::actnorm_backward_rows){}
 #endif
       );
-      _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), _rows->data(1), _rows->data(2), _rows->data(3));
+      _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _reads.data(0), _reads.data(1), _reads.data(2), _reads.data(3));
     }
     return std::make_tuple(!output_mask[0] ? at::Tensor() : _rows->sums(0) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), x__shape), false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : _rows->sums(1) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), bias__shape), (output_mask[0] && _rows->sums(0)) || false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)), !output_mask[2] ? at::Tensor() : _rows->sums(2) ? opgen::rows_gradient(_s2, *_rows, opgen::reduced_shape(grad.sym_sizes(), log_scale__shape), false) : opgen::summed_gradient(_g2, opgen::reduced_shape(grad.sym_sizes(), log_scale__shape)));
   }

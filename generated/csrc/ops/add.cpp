@@ -224,6 +224,7 @@ at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntA
     const at::Tensor _s1 = (true && _rows->sums(0)) ? at::empty({_rows->cols}, grad.options().dtype(_dtype)) : at::Tensor();
     const std::array<void*, 1> _full{ _g1.defined() ? _g1.data_ptr() : nullptr };
     const std::array<void*, 1> _sums{ _s1.defined() ? _s1.data_ptr() : nullptr };
+    const opgen::RowReads _reads(*_rows, grad, { grad }, { _full[0] || _sums[0] });
     static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::add_backward_rows
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::add_backward_rows
@@ -236,7 +237,7 @@ at::Tensor add_backward_dense(const at::Tensor& grad, double alpha, c10::SymIntA
       , decltype(&cpu::DEFAULT::add_backward_rows){}
 #endif
       , /*avx512_in_cache=*/false);
-    _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), alpha);
+    _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _reads.data(0), alpha);
     return _rows->sums(0) ? opgen::rows_gradient(_s1, *_rows, opgen::reduced_shape(grad.sym_sizes(), b__shape), false) : opgen::summed_gradient(_g1, opgen::reduced_shape(grad.sym_sizes(), b__shape));
   }
   at::Tensor _g1 = opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),

@@ -208,6 +208,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
     const at::Tensor _s0 = (output_mask[0] && _rows->sums(0)) || (output_mask[1] && _rows->sums(1)) ? at::empty({_rows->cols}, grad.options().dtype(_dtype)) : at::Tensor();
     const std::array<void*, 1> _full{ _g0.defined() ? _g0.data_ptr() : nullptr };
     const std::array<void*, 1> _sums{ _s0.defined() ? _s0.data_ptr() : nullptr };
+    const opgen::RowReads _reads(*_rows, grad, { grad, x, bias }, { _full[0] || _sums[0], _full[0] || _sums[0], _full[0] || _sums[0] });
     static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::bias_gelu_backward_rows
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::bias_gelu_backward_rows
@@ -220,7 +221,7 @@ std::tuple<at::Tensor, at::Tensor> bias_gelu_backward_dense(const at::Tensor& gr
       , decltype(&cpu::DEFAULT::bias_gelu_backward_rows){}
 #endif
       );
-    _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), _rows->data(1), _rows->data(2), bias__absent);
+    _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _reads.data(0), _reads.data(1), _reads.data(2), bias__absent);
     return std::make_tuple(!output_mask[0] ? at::Tensor() : _rows->sums(0) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), x__shape), false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), x__shape)), !output_mask[1] ? at::Tensor() : _rows->sums(1) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), bias__shape), (output_mask[0] && _rows->sums(0)) || false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), bias__shape)));
   }
   // Only the gradients asked for get a buffer.

@@ -260,6 +260,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
     // the output (broadcast over it), computed once per element of it first, then the loop reads them.
     const auto _hoisted_shape = opgen::hoisted_shape(grad_x, { theta }, { grad_x, grad_y, theta, x, y });
     std::optional<opgen::BroadcastRows> _hoisted_rows;
+    std::optional<opgen::RowReads> _hoisted_reads;  // holds the hoisted values
     if (_hoisted_shape) {
       const at::Tensor hoisted__0 = at::empty(*_hoisted_shape, grad_x.options());
       const at::Tensor hoisted__1 = at::empty(*_hoisted_shape, grad_x.options());
@@ -300,8 +301,11 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       _hoisted_rows = opgen::broadcast_rows(grad_x, _dtype, { grad_x, grad_y, x, y, hoisted__0, hoisted__1 }, { r__shape, theta__shape },
                                             { true, true },
                                             { output_mask[0], output_mask[1] });
+      if (_hoisted_rows && _hoisted_rows->cols == _rows->cols) {  // else the rows split elsewhere: read the inputs
+        _hoisted_reads = opgen::RowReads(*_hoisted_rows, grad_x, { grad_x, grad_y, x, y, hoisted__0, hoisted__1 }, { _full[0] || _sums[0] || _full[1] || _sums[1], _full[0] || _sums[0] || _full[1] || _sums[1], _full[1] || _sums[1], _full[1] || _sums[1], _full[0] || _sums[0], _full[0] || _sums[0] });
+      }
     }
-    if (_hoisted_rows && _hoisted_rows->cols == _rows->cols) {  // else the rows split elsewhere: read the inputs
+    if (_hoisted_reads) {
       static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_from_hoisted_rows
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::to_cartesian_backward_from_hoisted_rows
@@ -314,8 +318,9 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       , decltype(&cpu::DEFAULT::to_cartesian_backward_from_hoisted_rows){}
 #endif
       , /*avx512_in_cache=*/false);
-      _by_rows.for_data(_dtype, grad_x.numel())(_dtype, _hoisted_rows->rows, _hoisted_rows->cols, _hoisted_rows->repeated, _full, _sums, _hoisted_rows->data(0), _hoisted_rows->data(1), _hoisted_rows->data(2), _hoisted_rows->data(3), _hoisted_rows->data(4), _hoisted_rows->data(5), grad_x__given, grad_y__given);
+      _by_rows.for_data(_dtype, grad_x.numel())(_dtype, _hoisted_rows->rows, _hoisted_rows->cols, _hoisted_rows->repeated, _full, _sums, _hoisted_reads->data(0), _hoisted_reads->data(1), _hoisted_reads->data(2), _hoisted_reads->data(3), _hoisted_reads->data(4), _hoisted_reads->data(5), grad_x__given, grad_y__given);
     } else {
+      const opgen::RowReads _reads(*_rows, grad_x, { grad_x, grad_y, theta, x, y }, { _full[0] || _sums[0] || _full[1] || _sums[1], _full[0] || _sums[0] || _full[1] || _sums[1], _full[0] || _sums[0], _full[1] || _sums[1], _full[1] || _sums[1] });
       static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::to_cartesian_backward_rows
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::to_cartesian_backward_rows
@@ -328,7 +333,7 @@ std::tuple<at::Tensor, at::Tensor> to_cartesian_backward_dense(const std::option
       , decltype(&cpu::DEFAULT::to_cartesian_backward_rows){}
 #endif
       );
-      _by_rows.for_data(_dtype, grad_x.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), _rows->data(1), _rows->data(2), _rows->data(3), _rows->data(4), grad_x__given, grad_y__given);
+      _by_rows.for_data(_dtype, grad_x.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _reads.data(0), _reads.data(1), _reads.data(2), _reads.data(3), _reads.data(4), grad_x__given, grad_y__given);
     }
     return std::make_tuple(!output_mask[0] ? at::Tensor() : _rows->sums(0) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad_x.sym_sizes(), r__shape), false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad_x.sym_sizes(), r__shape)), !output_mask[1] ? at::Tensor() : _rows->sums(1) ? opgen::rows_gradient(_s1, *_rows, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape), false) : opgen::summed_gradient(_g1, opgen::reduced_shape(grad_x.sym_sizes(), theta__shape)));
   }

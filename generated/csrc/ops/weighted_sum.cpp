@@ -195,6 +195,7 @@ at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c1
     const at::Tensor _s0 = (true && _rows->sums(0)) ? at::empty({_rows->cols}, grad.options().dtype(_dtype)) : at::Tensor();
     const std::array<void*, 1> _full{ _g0.defined() ? _g0.data_ptr() : nullptr };
     const std::array<void*, 1> _sums{ _s0.defined() ? _s0.data_ptr() : nullptr };
+    const opgen::RowReads _reads(*_rows, grad, { grad }, { _full[0] || _sums[0] });
     static const auto _by_rows = opgen::pick_cpu_kernel(&cpu::DEFAULT::weighted_sum_backward_rows
 #if defined(OPGEN_HAVE_AVX2)
       , &cpu::AVX2::weighted_sum_backward_rows
@@ -207,7 +208,7 @@ at::Tensor weighted_sum_backward_dense(const at::Tensor& grad, double weight, c1
       , decltype(&cpu::DEFAULT::weighted_sum_backward_rows){}
 #endif
       , /*avx512_in_cache=*/false);
-    _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _rows->data(0), weight);
+    _by_rows.for_data(_dtype, grad.numel())(_dtype, _rows->rows, _rows->cols, _rows->repeated, _full, _sums, _reads.data(0), weight);
     return _rows->sums(0) ? opgen::rows_gradient(_s0, *_rows, opgen::reduced_shape(grad.sym_sizes(), a__shape), false) : opgen::summed_gradient(_g0, opgen::reduced_shape(grad.sym_sizes(), a__shape));
   }
   at::Tensor _g0 = opgen::new_gradient_buffer(grad.sym_sizes(), grad.options().dtype(_dtype),
