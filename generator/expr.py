@@ -567,16 +567,29 @@ def children(e: Expr) -> tuple[Expr, ...]:
     return tuple(_CHILDREN[type(e)](e))
 
 
+_FIELDS = {cls: tuple(f.name for f in dataclasses.fields(cls)) for cls in _CHILDREN}
+
+
 def _rebuilt(e: Expr, fn, **changes) -> Expr:
     """``e`` with ``fn`` applied to each child (and ``changes`` to its other fields); ``e`` itself
-    when there is nothing to change (a leaf)."""
-    for f in dataclasses.fields(e):
-        v = getattr(e, f.name)
-        if isinstance(v, tuple):
-            changes[f.name] = tuple(fn(x) for x in v)
-        elif is_expr(v):
-            changes[f.name] = fn(v)
-    return dataclasses.replace(e, **changes) if changes else e
+    when nothing changes (a leaf; a subtree without what ``fn`` replaces), which spares the
+    parser's let-inlining most of its copies."""
+    values = {}
+    same = not changes
+    for name in _FIELDS[type(e)]:
+        if name in changes:
+            continue
+        v = getattr(e, name)
+        if type(v) is tuple:
+            new = tuple(fn(x) for x in v)
+            same = same and all(a is b for a, b in zip(new, v))
+            v = new
+        elif type(v) in _CHILDREN:
+            new = fn(v)
+            same = same and new is v
+            v = new
+        values[name] = v
+    return e if same else type(e)(**values, **changes)
 
 
 def replaced(e: Expr, values: dict[Expr, Expr]) -> Expr:

@@ -86,6 +86,8 @@ def values_kernel(op: OpSpec, h: Hoist) -> str:
 def _find(kernel: str, exprs: tuple[E.Expr, ...], scope: E.Scope, tensors: tuple[str, ...],
           groupable: frozenset[str]) -> Hoist | None:
     read = frozenset().union(*(E.names_in(e) & set(tensors) for e in exprs))
+    if len(read) < 2 or not read & groupable:  # a hoisted value reads some, not all, of them (groupable ones)
+        return None
     candidates = [n for e in exprs for n in E.walk(e) if _hoistable(n, scope, read, groupable)]
     if not candidates:
         return None
