@@ -2,8 +2,8 @@
 operator, a changed constant, a dropped broadcast reduction, a widened dtype list, a wrong
 backward constant) is built and must make the op's generated tests fail; mutants of the
 backward's broadcast reduction (a tile of columns read from the row's start in the loop by rows;
-no sum_to after the other loops) and of its element-by-element rows (strided inputs) must fail
-the generic suite's test of it (`opgen test -k ...`).
+no sum_to after the other loops; grad read in place of an input the rows copy out) and of its
+element-by-element rows (strided inputs) must fail the generic suite's test of it (`opgen test -k ...`).
 
 Prints the kill rate; every mutant must be killed. The kernels are built for the DEFAULT CPU
 capability only: a mutant changes the kernel's source, which every capability compiles alike,
@@ -33,6 +33,9 @@ MUTANTS = [
     # the TensorIterator's element-by-element rows (strided inputs) of the backward
     ("gelu", "csrc/kernels/gelu_cpu.cpp", "_t(0.7978845608028654)", "_t(0.79)", "void gelu_backward_loop", "non_contiguous and gelu"),
     ("weighted_sum", "csrc/kernels/weighted_sum_cpu.cpp", "_r * _cols) + _begin", "_r * _cols)", None, "summed_row_by_row and weighted_sum"),
+    # the rows a backward by rows reads: grad standing in for bias, which log_scale's gradient reads
+    ("actnorm", "csrc/ops/actnorm.cpp", "_full[1] || _sums[1], _full[1] || _sums[1], _full[0]", "_full[1] || _sums[1], false, _full[0]",
+     "opgen::RowReads(*_hoisted_rows", "summed_row_by_row and actnorm"),
 ]
 
 
@@ -55,7 +58,7 @@ def project(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("mutants") / "proj"
     (root / "specs").mkdir(parents=True)
     (root / "pyproject.toml").write_text('[tool.opgen]\nnamespace = "mutops"\n')
-    for name in ("weighted_sum", "gelu"):
+    for name in ("weighted_sum", "gelu", "actnorm"):
         shutil.copy(ROOT / "specs" / f"{name}.yaml", root / "specs")
     opgen = [sys.executable, "-m", "opgen", "--project", str(root)]
     subprocess.run([*opgen, "generate"], check=True, capture_output=True)
