@@ -584,7 +584,7 @@ def _rebuilt(e: Expr, fn, **changes) -> Expr:
             new = tuple(fn(x) for x in v)
             same = same and all(a is b for a, b in zip(new, v))
             v = new
-        elif type(v) in _CHILDREN:
+        elif is_expr(v):
             new = fn(v)
             same = same and new is v
             v = new

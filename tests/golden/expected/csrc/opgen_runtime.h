@@ -563,10 +563,10 @@ struct BroadcastRows {
 };
 
 // What a loop by rows reads for each input: the input itself, or its row copied out. An input
-// that no gradient asked for reads (`needed` false) is neither copied nor read: grad's elements
-// stand in (a loop computing several gradients may load them for one not asked for, whose values
-// go nowhere). The copies are made only for the rows a call takes: a backward plans two ways,
-// with hoisted values and without, and runs one.
+// that no gradient asked for reads (`needed` false) is not copied: grad's elements stand in (a
+// loop computing several gradients may load them for one not asked for, whose values go
+// nowhere). The copies are made only for the rows a call takes: a backward plans two ways, with
+// hoisted values and without, and runs one.
 class RowReads {
  public:
   RowReads(const BroadcastRows& rows, const at::Tensor& grad,
