@@ -61,6 +61,7 @@ class BuildResult:
 
 # Hopper as SASS plus PTX, so later GPUs JIT the kernels. OPGEN_CUDA_ARCHS="80;90" overrides.
 DEFAULT_CUDA_ARCHS = "90"
+_CUDA_ARCH = re.compile(r"(compute_)?([1-9][0-9]+[af]?)")
 NVCC_WARNINGS = ["-Wall", "-Wextra", "-Wno-unused-parameter", "-Wno-unused-local-typedefs", "-Werror"]
 
 
@@ -215,10 +216,25 @@ def _cuda_include_flags() -> list[str]:
     return flags
 
 
+def cuda_gencode(archs: str) -> list[str]:
+    """nvcc's -gencode flags for OPGEN_CUDA_ARCHS: "80;90" is SASS for sm_80 and sm_90 plus PTX
+    of compute_90 (for later GPUs to JIT); a "compute_90" entry is PTX alone (no ptxas: a third
+    of nvcc's time, which a compile check such as .ci/cuda can skip), and then the SASS entries
+    get no PTX of their own."""
+    entries = [a.strip() for a in archs.replace(",", ";").split(";") if a.strip()]
+    matches = [_CUDA_ARCH.fullmatch(a) for a in entries]
+    if not entries or not all(matches):
+        bad = next((a for a, m in zip(entries, matches) if not m), archs)
+        raise OpgenError(f"OPGEN_CUDA_ARCHS={archs!r}: can't read {bad!r}; list compute capabilities without the dot, "
+                         f"separated by ';': \"80;90\" (SASS, plus PTX of the last), \"compute_90\" (PTX only)")
+    sass = [m.group(2) for m in matches if not m.group(1)]
+    ptx = [m.group(2) for m in matches if m.group(1)] or sass[-1:]
+    return ([f"-gencode=arch=compute_{a},code=sm_{a}" for a in sass]
+            + [f"-gencode=arch=compute_{a},code=compute_{a}" for a in ptx])
+
+
 def _nvcc_flags(torch_cflags: list[str], opt: list[str]) -> list[str]:
-    archs = [a.strip() for a in os.environ.get("OPGEN_CUDA_ARCHS", DEFAULT_CUDA_ARCHS).replace(",", ";").split(";") if a.strip()]
-    gencode = [f"-gencode=arch=compute_{a},code=sm_{a}" for a in archs]
-    gencode.append(f"-gencode=arch=compute_{archs[-1]},code=compute_{archs[-1]}")
+    gencode = cuda_gencode(os.environ.get("OPGEN_CUDA_ARCHS", DEFAULT_CUDA_ARCHS))
     # The same half/bfloat16 rules as torch's own CUDA build: c10 types, not CUDA's operators.
     no_cuda_half = ["-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
                     "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__"]

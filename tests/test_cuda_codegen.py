@@ -62,3 +62,24 @@ def test_build_cuda_on_a_cpu_torch_exits_2_saying_why(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "cannot build the CUDA kernels" in err and "CPU build" in err and "torch==2.14.1" in err
     assert not (root / "build" / "cuda" / "libcudaless.so").exists()
+
+
+@pytest.mark.parametrize("archs, gencode", [
+    ("90", ["arch=compute_90,code=sm_90", "arch=compute_90,code=compute_90"]),
+    ("80; 90a", ["arch=compute_80,code=sm_80", "arch=compute_90a,code=sm_90a", "arch=compute_90a,code=compute_90a"]),
+    ("compute_90", ["arch=compute_90,code=compute_90"]),
+    ("80,compute_90", ["arch=compute_80,code=sm_80", "arch=compute_90,code=compute_90"]),
+])
+def test_cuda_archs_select_sass_and_ptx(archs, gencode):
+    from opgen.build import cuda_gencode
+
+    assert cuda_gencode(archs) == [f"-gencode={g}" for g in gencode]
+
+
+@pytest.mark.parametrize("archs", ["", "9.0", "sm_90", "90;x", "compute_"])
+def test_unreadable_cuda_archs_name_the_entry(archs):
+    from opgen.build import cuda_gencode
+    from opgen.errors import OpgenError
+
+    with pytest.raises(OpgenError, match="OPGEN_CUDA_ARCHS=.*can't read"):
+        cuda_gencode(archs)
