@@ -36,9 +36,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from .capabilities import CPU_CAPABILITIES
 from .errors import OpgenError
 
-KEEP = 9  # keys kept: a build uses three (op files; kernels per capability), a debug, a sanitize and a CUDA build their own
+# Keys kept: a project's normal, --debug, --sanitize and CUDA builds each use their own, one for the
+# op files and one per CPU capability (16 on x86-64, ~3.6 GB). At 9, a normal, a debug and a
+# sanitize build (12) evicted each other's keys: the next of them made its headers again and
+# recompiled every unit.
+KEEP = 4 * (1 + len(CPU_CAPABILITIES))
 HEADER_SUFFIXES = (".h", ".cuh")
 
 
