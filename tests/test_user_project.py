@@ -242,26 +242,30 @@ print("user project ok")
 """
 
 
-# opgen's own vectorized float tanh (opgen_math.h) against float64's, rounded: within 1 ulp over
-# every 256th float32 of either sign, every float32 near its switch between formulas at 0.625,
-# and the special values; `x` is contiguous, so all but a tail of 7 go through the vector code.
-TANH_SCRIPT = r"""
+# opgen's own vectorized float tanh, erf and exp (opgen_math.h) against float64's, rounded: within
+# 1 ulp over every 61st float32 below 128 in magnitude and every 256th beyond, of either sign, every
+# float32 near tanh's and erf's switches between formulas (0.625, 0.9), where exp's results leave
+# the normal range or overflow, and the special values; `x` is contiguous, so all but a tail of 7 go
+# through the vector code.
+ELEMENTARY_SCRIPT = r"""
 import sys, torch, opgen
 ops = opgen.load(sys.argv[1])
-bits = torch.arange(0, 0x7F800000, 256, dtype=torch.int64)
-near = torch.tensor([0.6, 0.65]).view(torch.int32).long()
-bits = torch.cat([bits, torch.arange(int(near[0]), int(near[1]))]).to(torch.int32)
-x = bits.view(torch.float32)
+def float_bits(lo, hi, step=1):
+    lo, hi = torch.tensor([lo, hi]).view(torch.int32).tolist()
+    return torch.arange(lo, hi, step, dtype=torch.int64)
+bits = torch.cat([float_bits(0.0, 128.0, 61), float_bits(128.0, float("inf"), 256), float_bits(0.6, 0.65), float_bits(0.88, 0.92),
+                  float_bits(87.0, 87.5), float_bits(88.6, 88.8), float_bits(103.0, 104.5)])
+x = bits.to(torch.int32).view(torch.float32)
 x = torch.cat([x, -x, torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1e-30, -1e-30])])
-y = ops.tanh_of(x)
-ref = torch.tanh(x.double()).float()
-ulp = torch.nextafter(ref.abs(), torch.tensor(float("inf"))) - ref.abs()
-err = (y - ref).abs()
-bad = ~((err <= ulp) | (y.isnan() & ref.isnan()))
-assert not bad.any(), f"tanh off by more than 1 ulp at {x[bad][:8].tolist()}: {y[bad][:8].tolist()} vs {ref[bad][:8].tolist()}"
-keep = ~ref.isnan()
-assert torch.equal(y[keep].signbit(), ref[keep].signbit()), "tanh lost a sign"
-print("tanh ok", torch.backends.cpu.get_cpu_capability(), x.numel())
+for fn in ("tanh", "erf", "exp"):
+    y = ops.elementary(x, fn=fn)
+    ref = getattr(torch, fn)(x.double()).float()
+    ulp = torch.nextafter(ref.abs(), torch.tensor(float("inf"))) - ref.abs()
+    bad = ~(((y - ref).abs() <= ulp) | (y == ref) | (y.isnan() & ref.isnan()))
+    assert not bad.any(), f"{fn} off by more than 1 ulp at {x[bad][:8].tolist()}: {y[bad][:8].tolist()} vs {ref[bad][:8].tolist()}"
+    keep = ~ref.isnan()
+    assert torch.equal(y[keep].signbit(), ref[keep].signbit()), f"{fn} lost a sign"
+print("elementary ok", torch.backends.cpu.get_cpu_capability(), x.numel())
 """
 
 
@@ -547,9 +551,11 @@ def test_init_generate_build_load(tmp_path, built_ops):
     plus = {"signature": "plus(Tensor a, Tensor b) -> Tensor", "dtypes": ["floating"],
             "shape": "broadcast(a, b)", "kernel": {"pointwise": "a + b"}, "gradient": "auto", "autocast": "promote"}
     (project / "specs" / "plus.yaml").write_text(yaml.safe_dump(plus))
-    tanh_of = {"signature": "tanh_of(Tensor x) -> Tensor", "dtypes": ["float32", "float64", "bfloat16", "float16"],
-               "shape": "same(x)", "kernel": {"pointwise": "tanh(x)"}, "gradient": "auto", "autocast": "fp32"}
-    (project / "specs" / "tanh_of.yaml").write_text(yaml.safe_dump(tanh_of))
+    elementary = {"signature": "elementary(Tensor x, *, str fn='tanh') -> Tensor", "dtypes": ["float32", "float64", "bfloat16", "float16"],
+                  "shape": "same(x)", "checks": ["fn in ['tanh', 'erf', 'exp']"],
+                  "kernel": {"pointwise": "where(fn == 'erf', erf(x), where(fn == 'exp', exp(x), tanh(x)))"},
+                  "gradient": "auto", "autocast": "fp32"}
+    (project / "specs" / "elementary.yaml").write_text(yaml.safe_dump(elementary))
     (project / "specs" / "bounded.yaml").write_text(yaml.safe_dump(BOUNDED))
     (project / "specs" / "band.yaml").write_text(yaml.safe_dump(BAND))
     (project / "specs" / "outside.yaml").write_text(yaml.safe_dump(OUTSIDE))
@@ -585,9 +591,9 @@ def test_init_generate_build_load(tmp_path, built_ops):
     runnable = testing.runnable_cpu_capabilities()
     for capability in [c.lower() for c in capabilities() if c in runnable]:
         env = dict(os.environ, ATEN_CPU_CAPABILITY=capability)
-        proc = subprocess.run([sys.executable, "-c", TANH_SCRIPT, str(project)], capture_output=True, text=True, env=env)
+        proc = subprocess.run([sys.executable, "-c", ELEMENTARY_SCRIPT, str(project)], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stdout + proc.stderr
-        assert f"tanh ok {capability.upper()}" in proc.stdout, proc.stdout
+        assert f"elementary ok {capability.upper()}" in proc.stdout, proc.stdout
         proc = subprocess.run([sys.executable, "-c", BOUNDED_SCRIPT, str(project)], capture_output=True, text=True, env=env)
         assert proc.returncode == 0, proc.stdout + proc.stderr
         assert f"bounded ok {capability.upper()}" in proc.stdout, proc.stdout
