@@ -1,6 +1,7 @@
-"""Shipped ops whose kernels are mostly exp, erf and tanh (opgen_math.h's own float versions):
-gelu's exact and tanh forms, forward and forward + backward, sigmoid, softplus and bias_gelu,
-beside torch's F.gelu (exact), in float32 and bfloat16; interleaved rounds, median us.
+"""Shipped ops whose kernels are mostly exp, erf, tanh and log1p(exp) (opgen_math.h's own float
+versions): gelu's exact and tanh forms, forward and forward + backward, sigmoid, softplus and
+bias_gelu, beside torch's F.gelu (exact) and F.softplus, in float32 and bfloat16; interleaved
+rounds, median us.
 
     .venv/bin/python benchmarks/elementary.py            # about two minutes
     .venv/bin/python benchmarks/elementary.py --quick    # CI smoke: one small size, short timings
@@ -34,6 +35,7 @@ def methods(x: torch.Tensor, bias: torch.Tensor) -> dict:
         "softplus": lambda: ops.softplus(x),
         "bias_gelu": lambda: ops.bias_gelu(x, bias),
         "F.gelu (torch, exact)": lambda: F.gelu(x),
+        "F.softplus (torch)": lambda: F.softplus(x),
     }
 
 
